@@ -1,0 +1,234 @@
+"""Parallel execution: batch makers in worker processes, results in task order.
+
+The main process keeps at most ``prefetch_factor`` tasks outstanding per
+worker (and that many per worker made but not yet handed out), sends each
+task to the least busy worker, and waits on every worker's socket, every
+worker's process sentinel and the transport's wake-up pipe at once, so a
+batch, a death or a dropped batch is noticed the moment it happens.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from multiprocessing.connection import wait
+from typing import Any, Callable, Iterator
+
+from .._options import LoaderOptions
+from .._stages.task import BatchTask
+from .._workers.messages import (
+    BatchDone,
+    BatchFailed,
+    InitFailed,
+    Overflow,
+    ReleaseSegments,
+    RunTask,
+    StreamEnded,
+    WaitingForRoom,
+)
+from .._workers.pool import WorkerHandle, WorkerPool
+from ..errors import LoaderTimeoutError
+from .reorder import ReorderBuffer
+
+logger = logging.getLogger("dataloader")
+
+
+class _Failure:
+    """A worker's exception, held in the reorder buffer until its batch's turn."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class ParallelExecutor:
+    """One epoch over a :class:`WorkerPool`.
+
+    ``tasks`` is None when workers read their own stream shards
+    (``parallel_stream=True``): then task ``k`` just asks for the next batch.
+    """
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        tasks: Iterator[BatchTask] | None,
+        epoch: int,
+        options: LoaderOptions,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self._pool = pool
+        self._tasks = tasks
+        self._epoch = epoch
+        self._options = options
+        self._on_close = on_close
+        self._reorder = ReorderBuffer(options.in_order)
+        self._in_flight = 0  # sent this epoch, not yet answered
+        self._ready = 0  # answered, not yet handed out
+        self._counter = itertools.count()
+        self._exhausted = False
+        self._ended: set[int] = set()
+        self._waiting_for_room: set[int] = set()
+        self._released: dict[int, list[int]] = {}
+        self._rotation = itertools.cycle(range(len(pool.workers)))
+        self._closed = False
+
+    def __iter__(self) -> "ParallelExecutor":
+        return self
+
+    def __next__(self) -> Any:
+        self._collect_releases()
+        self._dispatch()
+        deadline = None
+        while True:
+            found, value = self._reorder.pop()
+            if found:
+                self._ready -= 1
+                self._dispatch()
+                if isinstance(value, _Failure):
+                    raise value.error
+                return value
+            if self._exhausted and self._in_flight == 0:
+                raise StopIteration
+            if deadline is None and self._options.timeout > 0:
+                deadline = time.monotonic() + self._options.timeout
+            self._wait(deadline)
+            self._dispatch()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._on_close is not None:
+            self._on_close()
+
+    # -- sending -----------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        limit = self._options.prefetch_factor * len(self._pool.workers)
+        while not self._exhausted and self._in_flight + self._ready < limit:
+            worker = self._least_busy()
+            if worker is None:
+                break
+            task = self._next_task()
+            if task is None:
+                self._exhausted = True
+                break
+            released = tuple(self._released.pop(worker.id, ()))
+            self._pool.send(worker, RunTask(task, released))
+            worker.outstanding[(task.epoch, task.index)] = task.indices
+            self._in_flight += 1
+        self._send_releases()
+
+    def _least_busy(self) -> WorkerHandle | None:
+        start = next(self._rotation)
+        workers = self._pool.workers[start:] + self._pool.workers[:start]
+        open_ = [w for w in workers if w.id not in self._ended]
+        if not open_:
+            self._exhausted = True
+            return None
+        best = min(open_, key=lambda w: len(w.outstanding))
+        return best if len(best.outstanding) < self._options.prefetch_factor else None
+
+    def _next_task(self) -> BatchTask | None:
+        if self._tasks is None:
+            return BatchTask(self._epoch, next(self._counter))
+        return next(self._tasks, None)
+
+    def _collect_releases(self) -> None:
+        for worker_id, segment_ids in self._pool.receiver.drain().items():
+            self._released.setdefault(worker_id, []).extend(segment_ids)
+
+    def _send_releases(self) -> None:
+        for worker_id in list(self._released):
+            segment_ids = tuple(self._released.pop(worker_id))
+            self._pool.send(self._pool.workers[worker_id], ReleaseSegments(segment_ids))
+            self._waiting_for_room.discard(worker_id)
+
+    # -- receiving ---------------------------------------------------------
+
+    def _wait(self, deadline: float | None) -> None:
+        self._collect_releases()
+        self._send_releases()
+        self._grant_overflow()
+        workers = self._pool.workers
+        by_object: dict[Any, tuple[str, WorkerHandle | None]] = {}
+        for worker in workers:
+            by_object[worker.conn] = ("message", worker)
+            by_object[worker.process.sentinel] = ("exit", worker)
+        by_object[self._pool.receiver.wakeup_fd] = ("release", None)
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready = wait(list(by_object), timeout)
+        if not ready:
+            raise self._timeout_error()
+        exits = []
+        for obj in ready:
+            kind, worker = by_object[obj]
+            if kind == "message":
+                self._drain(worker)
+            elif kind == "exit":
+                exits.append(worker)
+            else:
+                self._collect_releases()
+        for worker in exits:
+            self._drain(worker)
+            self._pool.raise_if_dead(worker)
+
+    def _drain(self, worker: WorkerHandle) -> None:
+        try:
+            while worker.conn.poll():
+                self._handle(worker, self._pool.receive(worker))
+        except (EOFError, ConnectionResetError, BrokenPipeError):
+            self._pool.raise_if_dead(worker)
+            raise
+
+    def _handle(self, worker: WorkerHandle, message: Any) -> None:
+        if isinstance(message, (BatchDone, BatchFailed, StreamEnded)):
+            worker.outstanding.pop((message.epoch, message.index), None)
+            if message.epoch != self._epoch:
+                if isinstance(message, BatchDone):  # a previous epoch's leftover
+                    self._pool.receiver.discard(worker.id, message.payload)
+                    self._collect_releases()
+                return
+            self._in_flight -= 1
+        if isinstance(message, BatchDone):
+            self._reorder.put(message.index, self._pool.receiver.decode(worker.id, message.payload))
+            self._ready += 1
+        elif isinstance(message, BatchFailed):
+            self._reorder.put(message.index, _Failure(message.error.rebuild()))
+            self._ready += 1
+        elif isinstance(message, StreamEnded):
+            self._ended.add(worker.id)
+            self._reorder.skip(message.index)
+        elif isinstance(message, WaitingForRoom):
+            self._waiting_for_room.add(worker.id)
+        elif isinstance(message, InitFailed):
+            raise message.error.rebuild()
+
+    def _grant_overflow(self) -> None:
+        """Workers waiting for room while we wait for them would wait forever: let them copy."""
+        for worker_id in sorted(self._waiting_for_room):
+            logger.warning(
+                "DataLoader worker %d: its shared-memory budget is full of batches the training "
+                "loop still holds; sending this batch through a pipe instead (slower). Drop "
+                "references to old batches, or raise shm_budget.",
+                worker_id,
+            )
+            self._pool.send(self._pool.workers[worker_id], Overflow())
+        self._waiting_for_room.clear()
+
+    def _timeout_error(self) -> LoaderTimeoutError:
+        lines = [
+            f"DataLoader timeout: no batch arrived within {self._options.timeout:g} s "
+            "(timeout=...). Raise `timeout` if batches are legitimately slow; otherwise the "
+            "stack below shows where the dataset or transform is stuck."
+        ]
+        for worker in self._pool.workers:
+            if not worker.outstanding:
+                continue
+            (_, index), indices = next(iter(worker.outstanding.items()))
+            what = f"indices {indices}" if indices is not None else "its stream"
+            lines.append(
+                f"worker {worker.id} (pid {worker.pid}) has been making batch {index} from {what}; "
+                f"its stack:\n{self._pool.stack(worker).rstrip() or '(unavailable)'}"
+            )
+        return LoaderTimeoutError("\n".join(lines))

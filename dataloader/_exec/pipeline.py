@@ -1,0 +1,124 @@
+"""Assembles one epoch: source -> executor -> consumer stages."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .._options import LoaderOptions
+from .._stages.batch import BatchMaker
+from .._stages.source import TimedStream, map_tasks, stream_tasks
+from .._stages.task import BatchTask
+from .._workers.loop import WorkerBoot
+from .._workers.pool import WorkerPool
+from ..memory import check_worker_memory, memory_room
+from .iterator import LoaderIterator
+from .parallel import ParallelExecutor
+from .serial import SerialExecutor
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """The building blocks and options of one loader, as the executors see them."""
+
+    dataset: Any
+    sampler: Any
+    transform: Any
+    collator: Any
+    options: LoaderOptions
+    is_stream: bool
+    # The seed batches are derived from: the user's, or one drawn per loader,
+    # so unseeded workers still never repeat each other's augmentations.
+    base_seed: int
+
+
+def epoch_length(spec: PipelineSpec) -> int | None:
+    """Batches in one epoch, or None for a stream."""
+    return None if spec.is_stream else len(spec.sampler)
+
+
+def main_process_tasks(spec: PipelineSpec, epoch: int) -> tuple[Iterator[BatchTask], Any]:
+    """The epoch's tasks as the main process reads them, and a closer (or None)."""
+    if not spec.is_stream:
+        return map_tasks(spec.sampler, epoch), None
+    stream: Any = iter(spec.dataset)
+    closer = None
+    if spec.options.timeout > 0:
+        stream = TimedStream(stream, spec.options.timeout)
+        closer = stream.close
+    return stream_tasks(stream, spec.sampler.batch_size, epoch), closer
+
+
+def open_serial_epoch(spec: PipelineSpec, epoch: int) -> LoaderIterator:
+    """An epoch whose batches are made in the calling thread."""
+    maker = BatchMaker(
+        spec.dataset, spec.transform, spec.collator, spec.options.seed, restore_random_state=True
+    )
+    tasks, closer = main_process_tasks(spec, epoch)
+    return LoaderIterator(SerialExecutor(tasks, maker, closer), epoch_length(spec))
+
+
+def start_pool(spec: PipelineSpec) -> WorkerPool:
+    """Start the loader's worker processes (after checking memory room)."""
+    options = spec.options
+    count = options.num_workers
+    per_worker = _per_worker_budget(options.shm_budget, count)
+    check_worker_memory(count, None, per_worker * count)
+    name = f"dataloader-{os.getpid()}-{next(_pool_ids)}"
+    boots = [
+        WorkerBoot(
+            worker_id=worker_id,
+            num_workers=count,
+            seed=spec.base_seed,
+            dataset=spec.dataset,
+            transform=spec.transform,
+            collator=spec.collator,
+            worker_init_fn=options.worker_init_fn,
+            shm_budget=per_worker,
+            name=f"{name}-w{worker_id}",
+            stream_batch_size=spec.sampler.batch_size if _workers_read_stream(spec) else None,
+            close_fds=(),
+        )
+        for worker_id in range(count)
+    ]
+    return WorkerPool(boots, options.context())
+
+
+def open_parallel_epoch(spec: PipelineSpec, epoch: int, pool: WorkerPool, owns_pool: bool) -> LoaderIterator:
+    """An epoch whose batches are made by ``pool``'s workers."""
+    if _workers_read_stream(spec):
+        tasks, closer = None, None
+    else:
+        tasks, closer = main_process_tasks(spec, epoch)
+
+    def on_close() -> None:
+        if closer is not None:
+            closer()
+        if owns_pool:
+            pool.shutdown()
+
+    executor = ParallelExecutor(pool, tasks, epoch, spec.options, on_close)
+    return LoaderIterator(executor, epoch_length(spec))
+
+
+def _workers_read_stream(spec: PipelineSpec) -> bool:
+    return spec.is_stream and spec.options.parallel_stream
+
+
+# Without a budget each worker may keep this much shared memory (a cap, not a
+# reservation: segments are made only as batches need them), at most a
+# quarter of the memory available split between the workers.
+_DEFAULT_WORKER_BUDGET = 512 * 2**20
+_MIN_WORKER_BUDGET = 16 * 2**20
+
+
+def _per_worker_budget(total: int | None, count: int) -> int:
+    if total is not None:
+        return max(1, total // count)
+    room = memory_room().available // (4 * count)
+    return max(_MIN_WORKER_BUDGET, min(_DEFAULT_WORKER_BUDGET, room))
+
+
+_pool_ids = itertools.count()

@@ -1,0 +1,11 @@
+"""The shared-memory transport between workers and the main process.
+
+- ``segment``: one anonymous shared-memory segment (memfd), created by a worker,
+  mapped by the main process from a passed file descriptor.
+- ``arena``: the worker's pool of reusable segments and the bump allocator the
+  collator writes batches into.
+- ``codec``: a batch -> (small pickle, buffers in a segment) and back, with
+  pickle protocol 5 out-of-band buffers (NumPy and Arrow data are not copied).
+- ``receiver``: the main process's side: maps segments, builds zero-copy views
+  and notices when the user has dropped every view of a batch.
+"""

@@ -1,0 +1,165 @@
+"""The worker's side of the transport: reusable segments and a bump allocator.
+
+A worker owns its segments. A segment is *free* (the worker may write into
+it) or *lent* (the main process holds views of a batch in it) until the main
+process says the user dropped the last view. Reusing segments instead of
+creating one per batch is what keeps the transport fast: fresh pages cost
+several times the copy itself to fault in.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .segment import align, create_fd, map_fd
+
+_SMALL_ROUND = 64 * 1024
+_LARGE_ROUND = 1024 * 1024
+# New segments get this much headroom over the largest batch seen, so batches
+# that vary a little in size keep fitting the segments already made.
+_GROWTH = 1.25
+
+
+def segment_size(need: int) -> int:
+    """The size of a new segment that holds ``need`` bytes with headroom."""
+    want = int(need * _GROWTH)
+    step = _SMALL_ROUND if want < _LARGE_ROUND else _LARGE_ROUND
+    return max(step, -(-want // step) * step)
+
+
+@dataclass(eq=False)
+class Segment:
+    """One mapped segment owned by a worker."""
+
+    id: int
+    size: int
+    buffer: mmap.mmap
+    address: int = field(init=False)
+    free: bool = True
+
+    def __post_init__(self) -> None:
+        probe = np.frombuffer(self.buffer, np.uint8, count=1)
+        self.address = probe.ctypes.data
+        del probe
+
+    def offset_of(self, view: memoryview) -> int | None:
+        """Where ``view`` starts inside this segment, or None if it lies elsewhere."""
+        if view.nbytes == 0:
+            return None
+        start = np.frombuffer(view, np.uint8).ctypes.data - self.address
+        if 0 <= start and start + view.nbytes <= self.size:
+            return start
+        return None
+
+    def close(self) -> None:
+        try:
+            self.buffer.close()
+        except BufferError:
+            pass  # a view is still alive somewhere in user code; the GC unmaps it later
+
+
+class SegmentPool:
+    """A worker's segments, bounded by ``budget`` bytes.
+
+    ``announce(segment, fd)`` tells the main process about a new segment (and
+    passes its descriptor); ``retire(segment_id)`` tells it one is gone.
+    """
+
+    def __init__(
+        self,
+        budget: int,
+        name: str,
+        announce: Callable[[Segment, int], None],
+        retire: Callable[[int], None],
+    ) -> None:
+        self.budget = budget
+        self._name = name
+        self._announce = announce
+        self._retire = retire
+        self._segments: dict[int, Segment] = {}
+        self._next_id = 0
+
+    @property
+    def reserved(self) -> int:
+        """Bytes held by all segments, free or lent."""
+        return sum(s.size for s in self._segments.values())
+
+    def acquire(self, need: int) -> Segment | None:
+        """A free segment of at least ``need`` bytes, made if the budget allows, else None."""
+        fitting = [s for s in self._segments.values() if s.free and s.size >= need]
+        if fitting:
+            segment = min(fitting, key=lambda s: s.size)
+            segment.free = False
+            return segment
+        size = segment_size(need)
+        if not self._make_room(size):
+            return None
+        segment = self._create(size)
+        segment.free = False
+        return segment
+
+    def give_back(self, segment: Segment) -> None:
+        """Mark a segment this worker took but did not lend as free again."""
+        segment.free = True
+
+    def release(self, segment_ids: tuple[int, ...] | list[int]) -> None:
+        """The main process no longer holds views of these segments."""
+        for segment_id in segment_ids:
+            segment = self._segments.get(segment_id)
+            if segment is not None:
+                segment.free = True
+
+    def close(self) -> None:
+        for segment in self._segments.values():
+            segment.close()
+        self._segments.clear()
+
+    def _make_room(self, size: int) -> bool:
+        if size > self.budget:
+            return False
+        # Smallest free segments go first: they are the ones batches outgrew.
+        for segment in sorted(self._segments.values(), key=lambda s: s.size):
+            if self.reserved + size <= self.budget:
+                break
+            if segment.free:
+                del self._segments[segment.id]
+                self._retire(segment.id)
+                segment.close()
+        return self.reserved + size <= self.budget
+
+    def _create(self, size: int) -> Segment:
+        fd = create_fd(size, f"{self._name}-{self._next_id}")
+        try:
+            segment = Segment(self._next_id, size, map_fd(fd, size))
+            self._announce(segment, fd)
+        finally:
+            os.close(fd)
+        self._segments[segment.id] = segment
+        self._next_id += 1
+        return segment
+
+
+class BumpAllocator:
+    """Hands out consecutive aligned arrays from one segment (for the collator).
+
+    An array that does not fit comes from ``np.empty`` instead; the codec
+    copies it in later, so running out of room costs a copy, never an error.
+    """
+
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.used = 0
+
+    def __call__(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = count * dtype.itemsize
+        start = align(self.used)
+        if nbytes == 0 or start + nbytes > self.segment.size or dtype.hasobject:
+            return np.empty(shape, dtype)
+        self.used = start + nbytes
+        return np.frombuffer(self.segment.buffer, dtype, count=count, offset=start).reshape(shape)

@@ -1,0 +1,107 @@
+"""The main process's side of the transport.
+
+It maps the segments workers announce, turns each :class:`SharedBatch` into
+a batch of zero-copy views, and notices when the user has dropped the last
+view of a batch (a weak reference on the per-batch base array) so the worker
+may reuse that segment. Notices may come from any thread (garbage
+collection), so they go to a queue plus a wake-up pipe the executor waits on.
+"""
+
+from __future__ import annotations
+
+import collections
+import mmap
+import os
+import weakref
+from typing import Any
+
+import numpy as np
+
+from .codec import InlineBatch, SharedBatch, decode_inline, decode_shared
+from .segment import map_fd
+
+
+class Receiver:
+    """Segments mapped from the workers, and the batches lent out of them."""
+
+    def __init__(self) -> None:
+        self._maps: dict[tuple[int, int], mmap.mmap] = {}
+        self._leases: dict[int, weakref.ref] = {}
+        self._released: collections.deque[tuple[int, int]] = collections.deque()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._closed = False
+
+    @property
+    def wakeup_fd(self) -> int:
+        """Readable whenever a batch has been dropped by the user."""
+        return self._wake_read
+
+    @property
+    def lent(self) -> int:
+        """Batches whose views the user may still hold."""
+        return len(self._leases)
+
+    def add_segment(self, worker_id: int, segment_id: int, fd: int, size: int) -> None:
+        try:
+            self._maps[(worker_id, segment_id)] = map_fd(fd, size)
+        finally:
+            os.close(fd)
+
+    def remove_segment(self, worker_id: int, segment_id: int) -> None:
+        # Views still alive keep the mapping through their base; it unmaps with them.
+        self._maps.pop((worker_id, segment_id), None)
+
+    def remove_worker(self, worker_id: int) -> None:
+        for key in [key for key in self._maps if key[0] == worker_id]:
+            del self._maps[key]
+
+    def decode(self, worker_id: int, payload: InlineBatch | SharedBatch) -> Any:
+        """The batch in ``payload``, lent from its segment until the user drops it."""
+        if isinstance(payload, InlineBatch):
+            return decode_inline(payload)
+        key = (worker_id, payload.segment_id)
+        base = np.frombuffer(self._maps[key], np.uint8)
+        batch = decode_shared(payload, base)
+        lease = id(base)
+        self._leases[lease] = weakref.ref(base, lambda _ref: self._on_drop(lease, key))
+        return batch
+
+    def discard(self, worker_id: int, payload: InlineBatch | SharedBatch) -> None:
+        """Give a batch nobody will see (a stale epoch's) straight back."""
+        if isinstance(payload, SharedBatch):
+            self._released.append((worker_id, payload.segment_id))
+
+    def drain(self) -> dict[int, list[int]]:
+        """Segments dropped since the last call, by worker."""
+        try:
+            while os.read(self._wake_read, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        dropped: dict[int, list[int]] = {}
+        while self._released:
+            worker_id, segment_id = self._released.popleft()
+            dropped.setdefault(worker_id, []).append(segment_id)
+        return dropped
+
+    def close(self) -> None:
+        """Stop listening; mappings stay valid for views the user still holds."""
+        if self._closed:
+            return
+        self._closed = True
+        self._leases.clear()
+        self._maps.clear()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+    def _on_drop(self, lease: int, key: tuple[int, int]) -> None:
+        if self._closed:
+            return
+        self._leases.pop(lease, None)
+        self._released.append(key)
+        try:
+            os.write(self._wake_write, b"\0")
+        except (BlockingIOError, OSError):
+            pass

@@ -1,0 +1,73 @@
+"""One shared-memory segment.
+
+Segments are anonymous memory files (``memfd_create``): they have no name in
+/dev/shm, the kernel frees them when the last mapping and descriptor are gone,
+and so nothing can leak whichever process dies and however. They are not
+limited by the size of /dev/shm (Docker's 64 MB default), only by memory.
+Where memfd is missing, a file in /dev/shm is created and unlinked at once.
+Pages are reserved up front with ``posix_fallocate`` so a lack of memory is a
+clear error here, never a SIGBUS in the middle of an epoch.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import tempfile
+
+from ..errors import SharedMemoryError
+
+ALIGNMENT = 64
+
+
+def align(offset: int) -> int:
+    """``offset`` rounded up to a multiple of :data:`ALIGNMENT`."""
+    return (offset + ALIGNMENT - 1) & ~(ALIGNMENT - 1)
+
+
+def create_fd(size: int, name: str) -> int:
+    """A new shared-memory file of ``size`` bytes, its pages reserved; returns its descriptor."""
+    fd = _anonymous_fd(name)
+    try:
+        os.ftruncate(fd, size)
+        _reserve(fd, size)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def map_fd(fd: int, size: int) -> mmap.mmap:
+    """Map ``size`` bytes of the shared file ``fd`` read-write."""
+    return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def _anonymous_fd(name: str) -> int:
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None:
+        try:
+            return memfd_create(name, os.MFD_CLOEXEC)
+        except OSError:
+            pass
+    directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    fd, path = tempfile.mkstemp(prefix=name + "-", dir=directory)
+    os.unlink(path)
+    return fd
+
+
+def _reserve(fd: int, size: int) -> None:
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:
+        return
+    try:
+        fallocate(fd, 0, size)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.ENOMEM):
+            raise SharedMemoryError(
+                f"cannot reserve {size / 2**20:.1f} MiB of shared memory for a batch: "
+                f"{os.strerror(error.errno)}. The machine or container is out of memory; lower "
+                "shm_budget, the batch size, prefetch_factor or num_workers."
+            ) from error
+        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise

@@ -1,0 +1,87 @@
+"""Argument checks shared by every public constructor.
+
+Each check raises an error that names the argument, the value it got and
+what is allowed, in one shape: "`batch_size` must be a positive integer; got 0."
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from .errors import ArgumentTypeError, ArgumentValueError
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_positive_int(name: str, value: Any, hint: str = "") -> int:
+    """Return ``value`` as an int, or raise if it is not an integer >= 1."""
+    if not _is_int(value):
+        raise ArgumentTypeError(f"`{name}` must be a positive integer; got {value!r}.{_sep(hint)}")
+    if value < 1:
+        raise ArgumentValueError(f"`{name}` must be a positive integer; got {value!r}.{_sep(hint)}")
+    return int(value)
+
+
+def check_non_negative_int(name: str, value: Any, hint: str = "") -> int:
+    """Return ``value`` as an int, or raise if it is not an integer >= 0."""
+    if not _is_int(value):
+        raise ArgumentTypeError(
+            f"`{name}` must be a non-negative integer; got {value!r}.{_sep(hint)}"
+        )
+    if value < 0:
+        raise ArgumentValueError(
+            f"`{name}` must be a non-negative integer; got {value!r}.{_sep(hint)}"
+        )
+    return int(value)
+
+
+def check_non_negative_number(name: str, value: Any, hint: str = "") -> float:
+    """Return ``value`` as a float, or raise if it is not a real number >= 0."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise ArgumentTypeError(f"`{name}` must be a number >= 0; got {value!r}.{_sep(hint)}")
+    if not value >= 0:  # also rejects NaN
+        raise ArgumentValueError(f"`{name}` must be a number >= 0; got {value!r}.{_sep(hint)}")
+    return float(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value``, or raise if it is not a bool."""
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"`{name}` must be True or False; got {value!r}.")
+    return value
+
+
+def check_optional_seed(name: str, value: Any) -> int | None:
+    """Return ``value`` (None or an integer in [0, 2**64)), or raise."""
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise ArgumentTypeError(f"`{name}` must be None or a non-negative integer; got {value!r}.")
+    if not 0 <= value < 2**64:
+        raise ArgumentValueError(f"`{name}` must be in [0, 2**64); got {value!r}.")
+    return int(value)
+
+
+def check_has_apply(name: str, value: Any, kind: str) -> Any:
+    """Raise unless ``value`` has a callable ``apply`` (a Transform or a Collator)."""
+    if not callable(getattr(value, "apply", None)):
+        raise ArgumentTypeError(
+            f"`{name}` must be a {kind} (an object with an `apply` method); "
+            f"got {type(value).__name__}. Subclass dataloader.{kind} or give it an `apply` method."
+        )
+    return value
+
+
+def check_choice(name: str, value: Any, choices: tuple) -> Any:
+    """Raise unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ArgumentValueError(f"`{name}` must be one of {allowed}; got {value!r}.")
+    return value
+
+
+def _sep(hint: str) -> str:
+    return f" {hint}" if hint else ""

@@ -1,0 +1,223 @@
+"""The loop a worker process runs.
+
+States: starting -> idle (blocked on its socket) -> making a batch -> [waiting
+for room: its shared-memory budget is full of batches the user still holds]
+-> idle ... -> stopped (Shutdown message, the socket closed, or the parent gone).
+The worker never decides what to make: it runs the stages it is handed, task
+by task, in the order the main process sends them.
+"""
+
+from __future__ import annotations
+
+import collections
+import faulthandler
+import itertools
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import send_handle
+from typing import Any, Callable
+
+from .._alloc import use_allocator
+from .._stages.batch import BatchMaker
+from .._stages.seeding import seed_all
+from .._stages.task import BatchTask
+from .._transport.arena import BumpAllocator, Segment, SegmentPool
+from .._transport.codec import SharedBatch, inline, pack, split
+from ..worker import WorkerInfo, _set_worker_info
+from .messages import (
+    BatchDone,
+    BatchFailed,
+    InitFailed,
+    Overflow,
+    ReleaseSegments,
+    RunTask,
+    SegmentCreated,
+    SegmentRetired,
+    Shutdown,
+    Started,
+    StreamEnded,
+    WaitingForRoom,
+)
+from .remote_error import RemoteError
+
+
+@dataclass(frozen=True)
+class WorkerBoot:
+    """Everything one worker needs, sent once at start."""
+
+    worker_id: int
+    num_workers: int
+    seed: int
+    dataset: Any
+    transform: Any
+    collator: Any
+    worker_init_fn: Callable[[int], None] | None
+    shm_budget: int
+    name: str
+    # parallel_stream: the worker reads its own copy of the stream, batch_size at a time.
+    stream_batch_size: int | None
+    # Under fork the child inherits the parent's end of the liveness pipe; it must close it.
+    close_fds: tuple[int, ...]
+
+
+class _Stop(Exception):
+    """The main process asked this worker to stop."""
+
+
+def run_worker(boot: WorkerBoot, conn: Connection, parent_alive: Connection, stack_out: Connection) -> None:
+    """Entry point of a worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    for fd in boot.close_fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _exit_when_parent_dies(parent_alive.fileno())
+    faulthandler.register(signal.SIGUSR1, file=stack_out.fileno(), all_threads=True, chain=False)
+    worker = _Worker(boot, conn)
+    try:
+        worker.start()
+        worker.serve()
+    except (_Stop, EOFError, BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        worker.pool.close()
+
+
+def _exit_when_parent_dies(fd: int) -> None:
+    """Exit the moment the main process is gone (its end of the pipe closes)."""
+
+    def watch() -> None:
+        try:
+            os.read(fd, 1)
+        except OSError:
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, name="dataloader-parent-watch", daemon=True).start()
+
+
+class _Worker:
+    def __init__(self, boot: WorkerBoot, conn: Connection) -> None:
+        self.boot = boot
+        self.conn = conn
+        self.pid = os.getpid()
+        self.maker = BatchMaker(boot.dataset, boot.transform, boot.collator, boot.seed)
+        self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
+        self.pending: collections.deque = collections.deque()
+        self.expected = 0  # bytes of the largest shared batch so far: the next arena's size
+        self.stream_epoch: int | None = None
+        self.stream: Any = None
+
+    def start(self) -> None:
+        boot = self.boot
+        _set_worker_info(WorkerInfo(boot.worker_id, boot.num_workers, boot.seed + boot.worker_id, boot.dataset))
+        seed_all(boot.seed + boot.worker_id)
+        if boot.worker_init_fn is not None:
+            try:
+                boot.worker_init_fn(boot.worker_id)
+            except Exception as error:
+                self.conn.send(InitFailed(self._capture(error, None, "worker_init_fn")))
+                raise _Stop from error
+        self.conn.send(Started(boot.worker_id, self.pid))
+
+    def serve(self) -> None:
+        while True:
+            message = self.pending.popleft() if self.pending else self.conn.recv()
+            if isinstance(message, RunTask):
+                self.pool.release(message.released)
+                self._run(message.task)
+            elif isinstance(message, ReleaseSegments):
+                self.pool.release(message.segment_ids)
+            elif isinstance(message, Shutdown):
+                return
+            # A late Overflow (the room came first) needs nothing.
+
+    def _run(self, task: BatchTask) -> None:
+        allocator = self._arena()
+        try:
+            with use_allocator(allocator) if allocator is not None else _nothing():
+                batch = self._make(task)
+            if batch is _ENDED:
+                self._give_back(allocator)
+                self.conn.send(StreamEnded(task.epoch, task.index))
+                return
+            self.maker.stage = "transport"
+            meta, raws = split(batch)
+            del batch
+        except Exception as error:
+            self._give_back(allocator)
+            self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
+            return
+        payload = pack(meta, raws, self.pool, allocator)
+        while payload is None:
+            payload = self._wait_for_room(meta, raws, allocator)
+        if isinstance(payload, SharedBatch):
+            self.expected = max(self.expected, payload.nbytes)
+        self.conn.send(BatchDone(task.epoch, task.index, payload))
+
+    def _make(self, task: BatchTask) -> Any:
+        size = self.boot.stream_batch_size
+        if size is None:
+            return self.maker(task)
+        if task.epoch != self.stream_epoch:
+            self.stream_epoch, self.stream = task.epoch, iter(self.boot.dataset)
+        self.maker.stage = "fetch"
+        samples = list(itertools.islice(self.stream, size)) if self.stream is not None else []
+        if len(samples) < size:
+            self.stream = None  # exhausted: the next task of this epoch ends it here
+        if not samples:
+            return _ENDED
+        return self.maker(BatchTask(task.epoch, task.index, samples=samples))
+
+    def _arena(self) -> BumpAllocator | None:
+        if not self.expected:
+            return None
+        segment = self.pool.acquire(self.expected)
+        return BumpAllocator(segment) if segment is not None else None
+
+    def _give_back(self, allocator: BumpAllocator | None) -> None:
+        if allocator is not None:
+            self.pool.give_back(allocator.segment)
+
+    def _wait_for_room(self, meta: bytes, raws: list, allocator: BumpAllocator | None) -> Any:
+        """Block until the user drops a batch, or the main process says to send it inline."""
+        self.conn.send(WaitingForRoom(sum(r.nbytes for r in raws), self.pool.reserved))
+        while True:
+            message = self.conn.recv()
+            if isinstance(message, (ReleaseSegments, RunTask)):
+                released = message.segment_ids if isinstance(message, ReleaseSegments) else message.released
+                self.pool.release(released)
+                if isinstance(message, RunTask):
+                    self.pending.append(RunTask(message.task))
+                if released:
+                    return pack(meta, raws, self.pool, allocator)
+            elif isinstance(message, Overflow):
+                self._give_back(allocator)
+                return inline(meta, raws)
+            elif isinstance(message, Shutdown):
+                raise _Stop
+
+    def _announce(self, segment: Segment, fd: int) -> None:
+        self.conn.send(SegmentCreated(segment.id, segment.size))
+        send_handle(self.conn, fd, None)
+
+    def _retire(self, segment_id: int) -> None:
+        self.conn.send(SegmentRetired(segment_id))
+
+    def _capture(self, error: BaseException, indices: list | None, stage: str) -> RemoteError:
+        return RemoteError.capture(error, self.boot.worker_id, self.pid, indices, stage)
+
+
+_ENDED = object()
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: Any) -> None:
+        return None

@@ -1,0 +1,89 @@
+"""The worker protocol: typed messages, never bare tuples.
+
+Main -> worker: :class:`RunTask`, :class:`ReleaseSegments`, :class:`Overflow`, :class:`Shutdown`.
+Worker -> main: :class:`Started`, :class:`SegmentCreated` (its descriptor follows on the
+socket), :class:`SegmentRetired`, :class:`BatchDone`, :class:`BatchFailed`,
+:class:`StreamEnded`, :class:`WaitingForRoom`, :class:`InitFailed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._stages.task import BatchTask
+from .._transport.codec import InlineBatch, SharedBatch
+from .remote_error import RemoteError
+
+
+@dataclass(frozen=True, slots=True)
+class RunTask:
+    task: BatchTask
+    # Segments the user dropped since the last message, so one send does both.
+    released: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseSegments:
+    segment_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """The main process is blocked on this worker: send the waiting batch inline."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    worker_id: int
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class InitFailed:
+    error: RemoteError
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentCreated:
+    segment_id: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRetired:
+    segment_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchDone:
+    epoch: int
+    index: int
+    payload: InlineBatch | SharedBatch
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFailed:
+    epoch: int
+    index: int
+    error: RemoteError
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnded:
+    """This worker's shard of the stream is exhausted; task ``index`` made no batch."""
+
+    epoch: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingForRoom:
+    """The worker's shared-memory budget is full of batches the user still holds."""
+
+    needed: int
+    reserved: int

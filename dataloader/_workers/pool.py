@@ -1,0 +1,206 @@
+"""Starting, watching and stopping worker processes.
+
+The main process learns of a worker's death from its process sentinel, which
+every wait includes, so a crash is noticed at once rather than on a poll.
+Workers learn of the main process's death from a pipe whose only writer is
+the main process: its end closes when the main process dies, however.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import select
+import signal
+import time
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import recv_handle
+from typing import Any
+
+from ..errors import ArgumentTypeError, WorkerDiedError
+from ..memory import describe_oom, describe_shm
+from .._transport.receiver import Receiver
+from .loop import WorkerBoot, run_worker
+from .messages import SegmentCreated, SegmentRetired, Shutdown
+
+logger = logging.getLogger("dataloader")
+
+# How long a worker may take to stop after being asked before it is killed.
+_STOP_GRACE = 0.5
+
+
+@dataclass(eq=False)
+class WorkerHandle:
+    """The main process's view of one worker."""
+
+    id: int
+    process: Any
+    conn: Connection
+    stack_in: Connection
+    # Task indices sent to this worker and not yet answered, oldest first.
+    outstanding: dict = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+class WorkerPool:
+    """``num_workers`` processes running :func:`run_worker`, and the receiver of their segments."""
+
+    def __init__(self, boots: list[WorkerBoot], context: Any) -> None:
+        self.receiver = Receiver()
+        self.workers: list[WorkerHandle] = []
+        self._context = context
+        self._alive_in, self._alive_out = context.Pipe(duplex=False)
+        self._stopping = False
+        method = context.get_start_method()
+        if method != "fork":
+            _check_picklable(boots[0], method)
+        try:
+            for boot in boots:
+                if method == "fork":
+                    boot = _with_close_fds(boot, (self._alive_out.fileno(),))
+                self.workers.append(self._start(boot))
+        except BaseException:
+            self.shutdown()
+            raise
+        self._alive_in.close()
+
+    def _start(self, boot: WorkerBoot) -> WorkerHandle:
+        main_end, worker_end = self._context.Pipe(duplex=True)
+        stack_in, stack_out = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=run_worker,
+            args=(boot, worker_end, self._alive_in, stack_out),
+            name=f"dataloader-worker-{boot.worker_id}",
+            daemon=True,
+        )
+        process.start()
+        worker_end.close()
+        stack_out.close()
+        os.set_blocking(stack_in.fileno(), False)
+        return WorkerHandle(boot.worker_id, process, main_end, stack_in)
+
+    def send(self, worker: WorkerHandle, message: Any) -> None:
+        try:
+            worker.conn.send(message)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.raise_if_dead(worker)
+            raise
+
+    def receive(self, worker: WorkerHandle) -> Any:
+        """The worker's next message; segment bookkeeping is handled here and returns None."""
+        message = worker.conn.recv()
+        if isinstance(message, SegmentCreated):
+            fd = recv_handle(worker.conn)
+            self.receiver.add_segment(worker.id, message.segment_id, fd, message.size)
+            return None
+        if isinstance(message, SegmentRetired):
+            self.receiver.remove_segment(worker.id, message.segment_id)
+            return None
+        return message
+
+    def raise_if_dead(self, worker: WorkerHandle) -> None:
+        """Raise :class:`WorkerDiedError` if ``worker`` has exited."""
+        process = worker.process
+        if process.is_alive():
+            return
+        process.join(0)
+        raise WorkerDiedError(death_message(worker.id, process.pid, process.exitcode))
+
+    def stack(self, worker: WorkerHandle, wait: float = 1.0) -> str:
+        """The worker's current Python stack (faulthandler), or '' if it cannot be had."""
+        try:
+            os.kill(worker.pid, signal.SIGUSR1)
+        except OSError:
+            return ""
+        chunks = []
+        deadline = time.monotonic() + wait
+        fd = worker.stack_in.fileno()
+        while True:
+            remaining = deadline - time.monotonic()
+            # After the first bytes, a short quiet spell means the dump is complete.
+            ready, _, _ = select.select([fd], [], [], min(remaining, 0.1) if chunks else remaining)
+            if not ready:
+                break
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not data:
+                break
+            chunks.append(data)
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    def shutdown(self) -> None:
+        """Stop every worker (asked, then killed after a grace period) and release everything."""
+        if self._stopping:
+            return
+        self._stopping = True
+        for worker in self.workers:
+            try:
+                worker.conn.send(Shutdown())
+            except OSError:
+                pass
+        self._alive_out.close()  # every worker's watchdog now sees EOF as well
+        deadline = time.monotonic() + _STOP_GRACE
+        for worker in self.workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        for worker in self.workers:
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(1.0)
+            worker.conn.close()
+            worker.stack_in.close()
+            if worker.process.exitcode is not None:
+                worker.process.close()
+        if not self._alive_in.closed:
+            self._alive_in.close()
+        self.receiver.close()
+
+
+def death_message(worker_id: int, pid: int, exitcode: int | None) -> str:
+    """What happened to a worker that exited unasked, and the likely cause."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        how = f"killed by signal {name}"
+        cause = _SIGNAL_CAUSES.get(-exitcode, lambda: "")()
+    else:
+        how = f"exited with code {exitcode}"
+        cause = (
+            "Something in the dataset, transform or collator called os._exit() or sys.exit(), "
+            "or a native library aborted."
+        )
+    text = f"DataLoader worker {worker_id} (pid {pid}) exited unexpectedly: {how}."
+    return f"{text} {cause}".rstrip()
+
+
+_SIGNAL_CAUSES = {
+    signal.SIGKILL: lambda: "The kernel's OOM killer is the usual cause. " + describe_oom(),
+    signal.SIGBUS: lambda: "Shared memory ran out. " + describe_shm(),
+    signal.SIGSEGV: lambda: "Native code crashed (a C extension used by the dataset or transform).",
+    signal.SIGABRT: lambda: "Native code aborted (a C extension used by the dataset or transform).",
+}
+
+
+def _with_close_fds(boot: WorkerBoot, fds: tuple[int, ...]) -> WorkerBoot:
+    return replace(boot, close_fds=fds)
+
+
+def _check_picklable(boot: WorkerBoot, method: str) -> None:
+    for name in ("dataset", "transform", "collator", "worker_init_fn"):
+        value = getattr(boot, name)
+        try:
+            pickle.dumps(value)
+        except Exception as error:
+            raise ArgumentTypeError(
+                f"`{name}` ({type(value).__name__}) cannot be pickled, and the {method!r} start "
+                f"method sends it to each worker by pickling: {error}. Define it at module level "
+                "(not inside a function, not a lambda), or use multiprocessing_context='fork'."
+            ) from error

@@ -1,0 +1,50 @@
+"""The exception types users catch.
+
+Argument errors subclass ``ValueError``/``TypeError`` so that code written for
+MegEngine or PyTorch keeps catching them; runtime failures subclass
+``RuntimeError`` (and ``TimeoutError`` for timeouts) for the same reason.
+"""
+
+from __future__ import annotations
+
+
+class DataLoaderError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class ArgumentValueError(DataLoaderError, ValueError):
+    """An argument has the right type but a value that is not allowed."""
+
+
+class ArgumentTypeError(DataLoaderError, TypeError):
+    """An argument has a type that is not allowed."""
+
+
+class CollateError(DataLoaderError, ValueError):
+    """Samples cannot be combined into a batch (ragged shapes, mismatched keys, ...)."""
+
+
+class WorkerError(DataLoaderError, RuntimeError):
+    """An exception raised inside a worker, carried to the main process.
+
+    When the original exception type can be rebuilt, the raised object is an
+    instance of a class deriving from both that type and ``WorkerError``, so
+    ``except IndexError`` and ``except WorkerError`` both catch it.
+    """
+
+    worker_id: int | None = None
+    pid: int | None = None
+    indices: list | None = None
+    original_traceback: str = ""
+
+
+class WorkerDiedError(WorkerError):
+    """A worker process exited without being asked to (killed, crashed, ``os._exit``)."""
+
+
+class LoaderTimeoutError(DataLoaderError, TimeoutError, RuntimeError):
+    """No batch arrived within ``timeout`` seconds."""
+
+
+class SharedMemoryError(DataLoaderError, RuntimeError):
+    """The shared-memory transport cannot get the room it needs."""

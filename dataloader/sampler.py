@@ -1,0 +1,394 @@
+"""Batch samplers: iterating one yields lists of dataset indices, one list per batch.
+
+MegEngine's names and semantics, with its bugs fixed (``len()`` ignored ``indices``; a dataset
+smaller than ``batch_size`` crashed with ``drop_last=True``; ``ReplacementSampler`` drew counts,
+not indices). An epoch's order is a pure function of ``(seed, epoch)``, so any process can rebuild
+it. Each epoch is one NumPy array, turned into lists in large chunks, never element by element.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import sys
+from abc import ABC, abstractmethod
+from typing import Any, Iterator, Sequence, Sized
+
+import numpy as np
+
+from ._validate import check_bool, check_non_negative_int, check_optional_seed, check_positive_int
+from .errors import ArgumentTypeError, ArgumentValueError
+
+__all__ = [
+    "Infinite",
+    "MapSampler",
+    "RandomSampler",
+    "ReplacementSampler",
+    "Sampler",
+    "SequentialSampler",
+    "StreamSampler",
+]
+
+# Indices turned into Python ints per `.tolist()` call: large enough that NumPy does the work,
+# small enough that a 100M-sample epoch never holds 100M Python ints at once.
+_CHUNK = 1 << 16
+
+
+class Sampler(ABC):
+    """A batch sampler: iterating it yields lists of indices; ``len()`` counts the batches."""
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[list[int]]: ...
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+
+class MapSampler(Sampler):
+    """Base of the samplers for map-style datasets (anything with ``len()``).
+
+    Subclasses override :meth:`sample` (all indices of the current epoch, before sharding) and
+    may override :meth:`scatter` (this rank's share of them).
+
+    Distributed sharding: ``world_size``/``rank`` come from the arguments, else from the
+    ``WORLD_SIZE``/``RANK`` environment variables (read here, at construction), else 1 and 0.
+    Every rank gets ``ceil(total / world_size)`` indices, so every rank yields the same number of
+    batches: the epoch's index list is padded by wrap-around (repeating from its start, several
+    times if ``total < world_size``) to ``per_rank * world_size``, and rank ``r`` takes
+    ``indices[r::world_size]``. When ``world_size`` divides ``total`` the shards are disjoint and
+    cover every index.
+
+    Epochs: each ``iter()`` uses the current ``epoch`` and then advances it by one;
+    :meth:`set_epoch` chooses the next one. ``seed=None`` draws a random seed (kept in ``seed``)
+    when ``world_size == 1`` and uses 0 otherwise, so that all ranks agree on the order.
+    """
+
+    def __init__(
+        self,
+        dataset: Sized,
+        batch_size: int = 1,
+        drop_last: bool = False,
+        num_samples: int | None = None,
+        world_size: int | None = None,
+        rank: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        size = _dataset_len(dataset)
+        self.dataset = dataset
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        self.drop_last = check_bool("drop_last", drop_last)
+        if num_samples is not None:
+            num_samples = check_positive_int("num_samples", num_samples)
+        self.num_samples: int = size if num_samples is None else num_samples  # before sharding
+        self.world_size, self.rank = _resolve_world(world_size, rank)
+        seed = check_optional_seed("seed", seed)
+        self.seed: int = _default_seed(self.world_size) if seed is None else seed
+        self.samples_per_rank = -(-self.num_samples // self.world_size)
+        self.epoch = 0
+
+    def sample(self) -> Sequence[int] | np.ndarray:
+        """Return every index of the current epoch, before sharding (override point)."""
+        raise NotImplementedError(f"{type(self).__name__} must override `sample()`.")
+
+    def scatter(self, indices: np.ndarray) -> np.ndarray:
+        """Return this rank's share of ``indices``, padded by wrap-around (see the class doc)."""
+        if self.world_size == 1 or len(indices) == 0:
+            return indices
+        per_rank = -(-len(indices) // self.world_size)
+        padded = np.resize(indices, per_rank * self.world_size)  # np.resize repeats cyclically
+        return padded[self.rank :: self.world_size]
+
+    def batch(self) -> Iterator[list[int]]:
+        """Return an iterator over this epoch's batches and advance ``epoch`` by one."""
+        indices = self.scatter(np.asarray(self.sample(), dtype=np.int64))
+        self.epoch += 1
+        return _split(indices, self.batch_size, self.drop_last)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration produce epoch ``epoch`` (a function of seed and epoch only)."""
+        self.epoch = check_non_negative_int("epoch", epoch)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return self.batch()
+
+    def __len__(self) -> int:
+        if self.drop_last:
+            return self.samples_per_rank // self.batch_size
+        return -(-self.samples_per_rank // self.batch_size)
+
+    def _rng(self) -> np.random.Generator:
+        """The generator of the current epoch: a pure function of (seed, epoch)."""
+        return np.random.default_rng([self.seed, self.epoch])
+
+
+class SequentialSampler(MapSampler):
+    """Indices in order: ``0 .. len(dataset) - 1``, or ``indices`` as given."""
+
+    def __init__(
+        self,
+        dataset: Sized,
+        batch_size: int = 1,
+        drop_last: bool = False,
+        indices: Sequence[int] | np.ndarray | None = None,
+        world_size: int | None = None,
+        rank: int | None = None,
+    ) -> None:
+        self.indices = _check_indices(indices, dataset)
+        total = None if self.indices is None else len(self.indices)
+        super().__init__(dataset, batch_size, drop_last, total, world_size, rank, seed=0)
+
+    def sample(self) -> np.ndarray:
+        """Return the indices in their given order."""
+        return np.arange(self.num_samples) if self.indices is None else self.indices
+
+
+class RandomSampler(MapSampler):
+    """A new permutation of the dataset (or of ``indices``) each epoch, fixed by (seed, epoch)."""
+
+    def __init__(
+        self,
+        dataset: Sized,
+        batch_size: int = 1,
+        drop_last: bool = False,
+        indices: Sequence[int] | np.ndarray | None = None,
+        world_size: int | None = None,
+        rank: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.indices = _check_indices(indices, dataset)
+        total = None if self.indices is None else len(self.indices)
+        super().__init__(dataset, batch_size, drop_last, total, world_size, rank, seed)
+
+    def sample(self) -> np.ndarray:
+        """Return the permutation of the current epoch."""
+        return self._rng().permutation(self.num_samples if self.indices is None else self.indices)
+
+
+class ReplacementSampler(MapSampler):
+    """``num_samples`` indices drawn with replacement, uniformly or in proportion to ``weights``.
+
+    ``weights`` (one per dataset item, need not sum to 1) must be finite and non-negative with a
+    positive sum; items of weight 0 are never drawn. ``num_samples`` (default ``len(dataset)``)
+    counts the draws of all ranks together, before sharding.
+    """
+
+    def __init__(
+        self,
+        dataset: Sized,
+        batch_size: int = 1,
+        drop_last: bool = False,
+        num_samples: int | None = None,
+        weights: Sequence[float] | np.ndarray | None = None,
+        world_size: int | None = None,
+        rank: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(dataset, batch_size, drop_last, num_samples, world_size, rank, seed)
+        self._size = len(dataset)
+        self.weights = None if weights is None else _check_weights(weights, self._size)
+        self._p = None if self.weights is None else self.weights / self.weights.sum()
+
+    def sample(self) -> np.ndarray:
+        """Return the draws of the current epoch."""
+        rng = self._rng()
+        if self._p is None:
+            return rng.integers(0, self._size, self.num_samples)
+        return rng.choice(self._size, self.num_samples, replace=True, p=self._p)
+
+
+class Infinite(Sampler):
+    """Wraps a sampler and restarts it whenever it ends, forever.
+
+    Attributes of the wrapped sampler (``batch_size``, ``set_epoch``, ...) are reachable through
+    this object. It pickles without its live iterator: a copy resumes at the same batch (for
+    samplers with ``set_epoch``) because it keeps only the pass's epoch and the batches consumed.
+    """
+
+    def __init__(self, sampler: Sampler) -> None:
+        if not hasattr(type(sampler), "__iter__"):
+            raise ArgumentTypeError(f"`sampler` must be a Sampler; got {type(sampler).__name__}.")
+        if _known_len(sampler) == 0:
+            raise ArgumentValueError(
+                f"`sampler` must yield at least one batch to repeat; got a "
+                f"{type(sampler).__name__} with len() == 0. Lower `batch_size` or set "
+                "`drop_last=False`."
+            )
+        self.sampler = sampler
+        self._pass_epoch: int | None = None  # epoch of the pass in progress
+        self._consumed = 0  # batches handed out from that pass
+        self._iter: Iterator[list[int]] | None = None
+
+    def __iter__(self) -> Infinite:
+        return self
+
+    def __next__(self) -> list[int]:
+        if self._iter is None:  # first call, or first call after unpickling
+            self._iter = self._open(self._consumed)
+        for _ in range(2):
+            try:
+                batch = next(self._iter)
+            except StopIteration:
+                self._iter = self._open(0)
+                continue
+            self._consumed += 1
+            return batch
+        raise RuntimeError(f"the wrapped {type(self.sampler).__name__} yielded no batches.")
+
+    def __len__(self) -> int:
+        return sys.maxsize
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails. Reading `sampler` from __dict__ (not via
+        # self.sampler) avoids endless recursion while pickle builds an empty instance.
+        sampler = self.__dict__.get("sampler")
+        if sampler is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(sampler, name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_iter"] = None  # a live generator cannot be pickled; __next__ rebuilds it
+        return state
+
+    def _open(self, skip: int) -> Iterator[list[int]]:
+        """Start a pass of the wrapped sampler; ``skip`` > 0 resumes the recorded pass."""
+        if skip and self._pass_epoch is not None:
+            self.sampler.set_epoch(self._pass_epoch)
+        self._pass_epoch = getattr(self.sampler, "epoch", None)
+        self._consumed = skip
+        it = iter(self.sampler)
+        return itertools.islice(it, skip, None) if skip else it
+
+
+class StreamSampler(Sampler):
+    """The sampler of a stream dataset: only its ``batch_size`` matters to the loader.
+
+    Iterating yields ``list(range(batch_size))`` forever; ``len()`` raises ``TypeError``.
+    """
+
+    def __init__(self, batch_size: int = 1) -> None:
+        self.batch_size = check_positive_int("batch_size", batch_size)
+
+    def __iter__(self) -> StreamSampler:
+        return self
+
+    def __next__(self) -> list[int]:
+        return list(range(self.batch_size))
+
+    def __len__(self) -> int:
+        raise TypeError("StreamSampler has no length: a stream's length is unknown.")
+
+
+def _split(indices: np.ndarray, batch_size: int, drop_last: bool) -> Iterator[list[int]]:
+    """Yield ``indices`` as lists of ``batch_size`` Python ints, one ``tolist()`` per chunk."""
+    stop = len(indices) - len(indices) % batch_size if drop_last else len(indices)
+    chunk = batch_size * max(1, _CHUNK // batch_size)
+    for start in range(0, stop, chunk):
+        flat = indices[start : min(start + chunk, stop)].tolist()
+        for i in range(0, len(flat), batch_size):
+            yield flat[i : i + batch_size]
+
+
+def _known_len(sampler: Any) -> int | None:
+    """Return ``len(sampler)``, or None when it has no length (a stream)."""
+    try:
+        return len(sampler)
+    except TypeError:
+        return None
+
+
+def _dataset_len(dataset: Any) -> int:
+    """Return ``len(dataset)``, or raise if it has none or is empty."""
+    try:
+        size = len(dataset)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"`dataset` must have a length (a map-style Dataset); got {type(dataset).__name__}. "
+            "A StreamDataset goes with StreamSampler."
+        ) from None
+    if size == 0:
+        raise ArgumentValueError("`dataset` must not be empty; got a dataset of length 0.")
+    return size
+
+
+def _check_indices(indices: Any, dataset: Any) -> np.ndarray | None:
+    """Return ``indices`` as a non-empty 1-D int64 array within the dataset, or None."""
+    size = _dataset_len(dataset)
+    if indices is None:
+        return None
+    arr = np.asarray(indices)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ArgumentTypeError(
+            f"`indices` must be a 1-D sequence of integers; got {type(indices).__name__} "
+            f"of shape {arr.shape} and dtype {arr.dtype}."
+        )
+    if arr.size == 0:
+        raise ArgumentValueError("`indices` must not be empty; got an empty sequence.")
+    bad = arr[(arr < 0) | (arr >= size)]
+    if bad.size:
+        raise ArgumentValueError(
+            f"`indices` must lie in [0, {size}) (the dataset's length); got {bad[0]}."
+        )
+    return arr.astype(np.int64)
+
+
+def _check_weights(weights: Any, size: int) -> np.ndarray:
+    """Return ``weights`` as a float64 array of ``size`` finite non-negative numbers."""
+    try:
+        arr = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(
+            f"`weights` must be a sequence of numbers; got {type(weights).__name__}."
+        ) from None
+    if arr.shape != (size,):
+        raise ArgumentValueError(
+            f"`weights` must have one entry per dataset item ({size}); got shape {arr.shape}."
+        )
+    bad = arr[~np.isfinite(arr) | (arr < 0)]
+    if bad.size:
+        raise ArgumentValueError(f"`weights` must be finite and non-negative; got {bad[0]}.")
+    with np.errstate(over="ignore"):  # an overflowing sum is reported below, not warned about
+        total = arr.sum()
+    if not (np.isfinite(total) and total > 0):
+        raise ArgumentValueError(f"`weights` must have a finite positive sum; got {total}.")
+    return arr
+
+
+def _resolve_world(world_size: Any, rank: Any) -> tuple[int, int]:
+    """Return (world_size, rank) from the arguments, else the environment, else (1, 0)."""
+    if world_size is None and rank is not None:
+        raise ArgumentValueError(
+            f"`rank` was given ({rank!r}) without `world_size`; pass both, or neither to read "
+            "WORLD_SIZE and RANK from the environment."
+        )
+    ws_name, rank_name = "world_size", "rank"
+    if world_size is None:
+        ws_name, world_size = "WORLD_SIZE", _env_int("WORLD_SIZE", 1)
+    if rank is None:
+        rank_name, rank = "RANK", _env_int("RANK", 0)
+    world_size = check_positive_int(ws_name, world_size)
+    rank = check_non_negative_int(rank_name, rank)
+    if rank >= world_size:
+        raise ArgumentValueError(
+            f"`{rank_name}` must be in [0, `{ws_name}`) = [0, {world_size}); got {rank}."
+        )
+    return world_size, rank
+
+
+def _env_int(var: str, default: int) -> int:
+    """Return the integer in environment variable ``var``, or ``default`` if unset or empty."""
+    raw = os.environ.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ArgumentValueError(
+            f"`{var}` (environment variable) must be an integer; got {raw!r}."
+        ) from None
+
+
+def _default_seed(world_size: int) -> int:
+    """A random seed for one process; 0 when ranks must agree without an explicit seed."""
+    return secrets.randbits(64) if world_size == 1 else 0
