@@ -1,0 +1,121 @@
+"""Shared checks for every executor and transport test.
+
+- :func:`collect`: iterate a loader into plain, owned NumPy data.
+- :func:`assert_same_batches`: nested equality of two lists of batches.
+- :func:`assert_parallel_equals_serial`: num_workers 0, 1 and 2 give the same batches.
+- :class:`LeakCheck` (the ``no_leaks`` fixture in conftest.py): no process,
+  thread, file descriptor, memfd or /dev/shm entry outlives a test.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import psutil
+
+
+def owned(batch: Any) -> Any:
+    """A deep copy of ``batch`` that holds no view of loader memory."""
+    if isinstance(batch, np.ndarray):
+        return np.array(batch, copy=True)
+    if isinstance(batch, dict):
+        return {k: owned(v) for k, v in batch.items()}
+    if isinstance(batch, tuple):
+        items = [owned(v) for v in batch]
+        return type(batch)(*items) if hasattr(batch, "_fields") else tuple(items)
+    if isinstance(batch, list):
+        return [owned(v) for v in batch]
+    return batch
+
+
+def collect(loader: Iterable) -> list:
+    """Every batch of one epoch, copied out of loader memory."""
+    return [owned(batch) for batch in loader]
+
+
+def assert_same(a: Any, b: Any, path: str = "batch") -> None:
+    """Nested equality with a useful path on failure (dtypes and shapes included)."""
+    assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"
+    if isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype, f"{path}: dtype {a.dtype} != {b.dtype}"
+        assert a.shape == b.shape, f"{path}: shape {a.shape} != {b.shape}"
+        assert np.array_equal(a, b), f"{path}: values differ"
+    elif isinstance(a, dict):
+        assert list(a) == list(b), f"{path}: keys {list(a)} != {list(b)}"
+        for key in a:
+            assert_same(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def assert_same_batches(a: list, b: list) -> None:
+    assert len(a) == len(b), f"{len(a)} batches != {len(b)} batches"
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert_same(x, y, f"batch {i}")
+
+
+def assert_parallel_equals_serial(
+    make_loader: Callable[..., Iterable], worker_counts: Iterable[int] = (1, 2), **kwargs: Any
+) -> list:
+    """``make_loader(num_workers=n, **kwargs)`` yields the same batches for n = 0 and each count."""
+    serial = collect(make_loader(num_workers=0))
+    assert serial, "the serial loader produced no batch; the comparison would prove nothing"
+    for count in worker_counts:
+        assert_same_batches(serial, collect(make_loader(num_workers=count, **kwargs)))
+    return serial
+
+
+def _fds() -> dict[str, str]:
+    table = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            table[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return table
+
+
+def _shm() -> set[str]:
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()
+
+
+class LeakCheck:
+    """Snapshot at start; :meth:`check` fails if anything new is still around."""
+
+    def __init__(self) -> None:
+        self.process = psutil.Process()
+        self.children = {p.pid for p in self.process.children(recursive=True)}
+        self.threads = {t.ident for t in threading.enumerate()}
+        self.fds = _fds()
+        self.shm = _shm()
+
+    def check(self, grace: float = 2.0) -> None:
+        deadline = time.monotonic() + grace
+        new_children = self._new_children()
+        if new_children:
+            psutil.wait_procs(new_children, timeout=max(0.0, deadline - time.monotonic()))
+        leftover = [p for p in self._new_children() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert not leftover, f"processes left behind: {[(p.pid, p.name()) for p in leftover]}"
+        for thread in threading.enumerate():
+            if thread.ident not in self.threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        threads = [t.name for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()]
+        assert not threads, f"threads left behind: {threads}"
+        new_shm = _shm() - self.shm
+        assert not new_shm, f"/dev/shm entries left behind: {sorted(new_shm)}"
+        fds = {fd: target for fd, target in _fds().items() if self.fds.get(fd) != target}
+        assert not fds, f"file descriptors left open: {fds}"
+
+    def _new_children(self) -> list:
+        return [p for p in self.process.children(recursive=True) if p.pid not in self.children]
