@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from ._validate import (
     check_bool,
+    check_choice,
     check_non_negative_int,
     check_non_negative_number,
     check_optional_seed,
@@ -16,6 +17,7 @@ from ._validate import (
 from .errors import ArgumentTypeError, ArgumentValueError
 
 START_METHODS = ("fork", "spawn", "forkserver")
+WORKER_TYPES = ("process", "thread")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,13 @@ class LoaderOptions:
     worker_init_fn: Callable[[int], None] | None = None
     # None: sized from the first batches (see the transport's budget rules).
     shm_budget: int | None = None
+    worker_type: str = "process"
+    # One batch converted ahead hides one copy; more only helps when copy
+    # times vary a lot, and each costs a batch of device memory.
+    preload_depth: int = 1
+    device: Any = None
+    framework: str | None = None
+    pin_memory: bool = False
 
     def __post_init__(self) -> None:
         check_non_negative_int("num_workers", self.num_workers)
@@ -59,6 +68,9 @@ class LoaderOptions:
         if self.shm_budget is not None:
             check_positive_int("shm_budget", self.shm_budget, "It is a number of bytes.")
         _check_context(self.multiprocessing_context)
+        check_choice("worker_type", self.worker_type, WORKER_TYPES)
+        check_positive_int("preload_depth", self.preload_depth)
+        check_bool("pin_memory", self.pin_memory)
 
     def context(self) -> multiprocessing.context.BaseContext:
         """The multiprocessing context workers start from."""

@@ -6,7 +6,8 @@ import random
 from typing import Any, Callable
 
 from ._exec.iterator import LoaderIterator
-from ._exec.pipeline import PipelineSpec, open_parallel_epoch, open_serial_epoch, start_pool
+from ._device.adapters import resolve_adapter
+from ._exec.pipeline import PipelineSpec, open_epoch, start_pool
 from ._options import LoaderOptions
 from ._validate import check_has_apply
 from .collator import Collator
@@ -14,6 +15,7 @@ from .dataset import StreamDataset
 from .errors import ArgumentTypeError
 from .sampler import SequentialSampler, StreamSampler
 from .transform import PseudoTransform
+from .transform._base import split_batch_transforms
 
 
 class DataLoader:
@@ -43,6 +45,11 @@ class DataLoader:
         seed: int | None = None,
         worker_init_fn: Callable[[int], None] | None = None,
         shm_budget: int | None = None,
+        worker_type: str = "process",
+        preload_depth: int = 1,
+        device: Any = None,
+        framework: str | None = None,
+        pin_memory: bool = False,
     ) -> None:
         self.options = LoaderOptions(
             num_workers=num_workers,
@@ -56,23 +63,33 @@ class DataLoader:
             seed=seed,
             worker_init_fn=worker_init_fn,
             shm_budget=shm_budget,
+            worker_type=worker_type,
+            preload_depth=preload_depth,
+            device=device,
+            framework=framework,
+            pin_memory=pin_memory,
         )
         is_stream = _is_stream(dataset)
+        transform = check_has_apply("transform", transform or PseudoTransform(), "Transform")
+        sample_transform, batch_transforms = split_batch_transforms(transform)
         self._spec = PipelineSpec(
             dataset=dataset,
             sampler=_checked_sampler(dataset, sampler, is_stream),
-            transform=check_has_apply("transform", transform or PseudoTransform(), "Transform"),
+            transform=sample_transform,
             collator=check_has_apply("collator", collator or Collator(), "Collator"),
             options=self.options,
             is_stream=is_stream,
             base_seed=seed if seed is not None else random.SystemRandom().getrandbits(63),
+            adapter=resolve_adapter(device, framework, pin_memory),
+            batch_transforms=batch_transforms,
         )
+        self._transform = transform
         self._epoch = 0
         self._persistent_pool: Any = None
 
     dataset = property(lambda self: self._spec.dataset)
     sampler = property(lambda self: self._spec.sampler)
-    transform = property(lambda self: self._spec.transform)
+    transform = property(lambda self: self._transform)
     collator = property(lambda self: self._spec.collator)
     num_workers = property(lambda self: self.options.num_workers)
     timeout = property(lambda self: self.options.timeout)
@@ -82,13 +99,9 @@ class DataLoader:
     def __iter__(self) -> LoaderIterator:
         epoch = self._epoch
         self._epoch += 1
-        if self.options.num_workers == 0:
-            return open_serial_epoch(self._spec, epoch)
-        if not self.options.persistent_workers:
-            return open_parallel_epoch(self._spec, epoch, start_pool(self._spec), owns_pool=True)
-        if self._persistent_pool is None:
+        if self.options.persistent_workers and self._persistent_pool is None:
             self._persistent_pool = start_pool(self._spec)
-        return open_parallel_epoch(self._spec, epoch, self._persistent_pool, owns_pool=False)
+        return open_epoch(self._spec, epoch, self._persistent_pool)
 
     def close(self) -> None:
         """Stop persistent workers, if any. Iterators stop their own workers."""

@@ -28,6 +28,7 @@ from .._workers.messages import (
     WaitingForRoom,
 )
 from .._workers.pool import WorkerHandle, WorkerPool
+from .._workers.threads import ThreadWorkerPool
 from ..errors import LoaderTimeoutError
 from .reorder import ReorderBuffer
 
@@ -50,7 +51,7 @@ class ParallelExecutor:
 
     def __init__(
         self,
-        pool: WorkerPool,
+        pool: WorkerPool | ThreadWorkerPool,
         tasks: Iterator[BatchTask] | None,
         epoch: int,
         options: LoaderOptions,
@@ -154,7 +155,7 @@ class ParallelExecutor:
         by_object: dict[Any, tuple[str, WorkerHandle | None]] = {}
         for worker in workers:
             by_object[worker.conn] = ("message", worker)
-            by_object[worker.process.sentinel] = ("exit", worker)
+            by_object[worker.sentinel] = ("exit", worker)
         by_object[self._pool.receiver.wakeup_fd] = ("release", None)
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         ready = wait(list(by_object), timeout)
@@ -228,7 +229,7 @@ class ParallelExecutor:
             (_, index), indices = next(iter(worker.outstanding.items()))
             what = f"indices {indices}" if indices is not None else "its stream"
             lines.append(
-                f"worker {worker.id} (pid {worker.pid}) has been making batch {index} from {what}; "
+                f"{worker.label} has been making batch {index} from {what}; "
                 f"its stack:\n{self._pool.stack(worker).rstrip() or '(unavailable)'}"
             )
         return LoaderTimeoutError("\n".join(lines))

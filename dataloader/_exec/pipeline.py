@@ -1,19 +1,29 @@
-"""Assembles one epoch: source -> executor -> consumer stages."""
+"""Assembles one epoch: source -> executor -> consumer stages.
+
+```
+serial:    tasks -> SerialExecutor ------------------------------\\
+parallel:  tasks -> ParallelExecutor(process or thread pool) -----+-> [Preload | convert] -> [batch transforms] -> LoaderIterator
+```
+"""
 
 from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from .._device.adapters import Adapter
+from .._device.preload import Preload
 from .._options import LoaderOptions
 from .._stages.batch import BatchMaker
+from .._stages.consumer import Stage, apply_batch_transform
 from .._stages.source import TimedStream, map_tasks, stream_tasks
 from .._stages.task import BatchTask
 from .._workers.loop import WorkerBoot
 from .._workers.pool import WorkerPool
-from ..memory import check_worker_memory, memory_room
+from .._workers.threads import ThreadWorkerPool
+from ..memory import check_shm, check_worker_memory, memory_room
 from .iterator import LoaderIterator
 from .parallel import ParallelExecutor
 from .serial import SerialExecutor
@@ -32,40 +42,25 @@ class PipelineSpec:
     # The seed batches are derived from: the user's, or one drawn per loader,
     # so unseeded workers still never repeat each other's augmentations.
     base_seed: int
+    adapter: Adapter
+    batch_transforms: list = field(default_factory=list)
 
 
-def epoch_length(spec: PipelineSpec) -> int | None:
-    """Batches in one epoch, or None for a stream."""
-    return None if spec.is_stream else len(spec.sampler)
+def open_epoch(spec: PipelineSpec, epoch: int, persistent_pool: Any = None) -> LoaderIterator:
+    """The iterator of one epoch; ``persistent_pool`` is reused (not stopped) when given."""
+    if spec.options.num_workers == 0:
+        executor = _serial_executor(spec, epoch)
+    else:
+        pool = persistent_pool if persistent_pool is not None else start_pool(spec)
+        executor = _parallel_executor(spec, epoch, pool, owns_pool=persistent_pool is None)
+    return LoaderIterator(_consumer_stages(spec, executor), epoch_length(spec))
 
 
-def main_process_tasks(spec: PipelineSpec, epoch: int) -> tuple[Iterator[BatchTask], Any]:
-    """The epoch's tasks as the main process reads them, and a closer (or None)."""
-    if not spec.is_stream:
-        return map_tasks(spec.sampler, epoch), None
-    stream: Any = iter(spec.dataset)
-    closer = None
-    if spec.options.timeout > 0:
-        stream = TimedStream(stream, spec.options.timeout)
-        closer = stream.close
-    return stream_tasks(stream, spec.sampler.batch_size, epoch), closer
-
-
-def open_serial_epoch(spec: PipelineSpec, epoch: int) -> LoaderIterator:
-    """An epoch whose batches are made in the calling thread."""
-    maker = BatchMaker(
-        spec.dataset, spec.transform, spec.collator, spec.options.seed, restore_random_state=True
-    )
-    tasks, closer = main_process_tasks(spec, epoch)
-    return LoaderIterator(SerialExecutor(tasks, maker, closer), epoch_length(spec))
-
-
-def start_pool(spec: PipelineSpec) -> WorkerPool:
-    """Start the loader's worker processes (after checking memory room)."""
+def start_pool(spec: PipelineSpec) -> WorkerPool | ThreadWorkerPool:
+    """Start the loader's workers (after checking memory room, for processes)."""
     options = spec.options
     count = options.num_workers
     per_worker = _per_worker_budget(options.shm_budget, count)
-    check_worker_memory(count, None, per_worker * count)
     name = f"dataloader-{os.getpid()}-{next(_pool_ids)}"
     boots = [
         WorkerBoot(
@@ -83,15 +78,29 @@ def start_pool(spec: PipelineSpec) -> WorkerPool:
         )
         for worker_id in range(count)
     ]
+    if options.worker_type == "thread":
+        return ThreadWorkerPool(boots)
+    check_worker_memory(count, None, per_worker * count)
+    if not hasattr(os, "memfd_create"):  # segments then live in /dev/shm
+        check_shm(per_worker * count)
     return WorkerPool(boots, options.context())
 
 
-def open_parallel_epoch(spec: PipelineSpec, epoch: int, pool: WorkerPool, owns_pool: bool) -> LoaderIterator:
-    """An epoch whose batches are made by ``pool``'s workers."""
-    if _workers_read_stream(spec):
-        tasks, closer = None, None
-    else:
-        tasks, closer = main_process_tasks(spec, epoch)
+def epoch_length(spec: PipelineSpec) -> int | None:
+    """Batches in one epoch, or None for a stream."""
+    return None if spec.is_stream else len(spec.sampler)
+
+
+def _serial_executor(spec: PipelineSpec, epoch: int) -> SerialExecutor:
+    maker = BatchMaker(
+        spec.dataset, spec.transform, spec.collator, spec.options.seed, restore_random_state=True
+    )
+    tasks, closer = _main_process_tasks(spec, epoch)
+    return SerialExecutor(tasks, maker, closer)
+
+
+def _parallel_executor(spec: PipelineSpec, epoch: int, pool: Any, owns_pool: bool) -> ParallelExecutor:
+    tasks, closer = (None, None) if _workers_read_stream(spec) else _main_process_tasks(spec, epoch)
 
     def on_close() -> None:
         if closer is not None:
@@ -99,8 +108,30 @@ def open_parallel_epoch(spec: PipelineSpec, epoch: int, pool: WorkerPool, owns_p
         if owns_pool:
             pool.shutdown()
 
-    executor = ParallelExecutor(pool, tasks, epoch, spec.options, on_close)
-    return LoaderIterator(executor, epoch_length(spec))
+    return ParallelExecutor(pool, tasks, epoch, spec.options, on_close)
+
+
+def _consumer_stages(spec: PipelineSpec, upstream: Any) -> Any:
+    adapter = spec.adapter
+    if spec.options.preload:
+        upstream = Preload(upstream, adapter, spec.options.preload_depth)
+    elif adapter.name != "numpy":
+        upstream = Stage(upstream, lambda batch: adapter.ready(adapter.convert(batch)))
+    for transform in spec.batch_transforms:
+        upstream = apply_batch_transform(upstream, transform)
+    return upstream
+
+
+def _main_process_tasks(spec: PipelineSpec, epoch: int) -> tuple[Iterator[BatchTask], Any]:
+    """The epoch's tasks as the main process reads them, and a closer (or None)."""
+    if not spec.is_stream:
+        return map_tasks(spec.sampler, epoch), None
+    stream: Any = iter(spec.dataset)
+    closer = None
+    if spec.options.timeout > 0:
+        stream = TimedStream(stream, spec.options.timeout)
+        closer = stream.close
+    return stream_tasks(stream, spec.sampler.batch_size, epoch), closer
 
 
 def _workers_read_stream(spec: PipelineSpec) -> bool:

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ..rng import _using
 from .seeding import batch_seed, seed_all, seeded_then_restored
 from .task import BatchTask
 
@@ -35,6 +38,8 @@ class BatchMaker:
     collator: Any
     seed: int | None = None
     restore_random_state: bool = False
+    # False in thread workers: global random state is shared by every thread.
+    seed_globals: bool = True
     # The stage running now, named in a worker's error message.
     stage: str = "fetch"
 
@@ -42,11 +47,14 @@ class BatchMaker:
         if self.seed is None:
             return self._make(task)
         seed = batch_seed(self.seed, task.epoch, task.index)
-        if self.restore_random_state:
-            with seeded_then_restored(seed):
+        with _using(np.random.default_rng(seed)):
+            if not self.seed_globals:
                 return self._make(task)
-        seed_all(seed)
-        return self._make(task)
+            if self.restore_random_state:
+                with seeded_then_restored(seed):
+                    return self._make(task)
+            seed_all(seed)
+            return self._make(task)
 
     def _make(self, task: BatchTask) -> Any:
         self.stage = "fetch"

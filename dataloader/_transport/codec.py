@@ -33,6 +33,13 @@ class InlineBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class LocalBatch:
+    """A batch made by a thread worker: the object itself, nothing copied or pickled."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
 class SharedBatch:
     """A batch whose buffers lie in segment ``segment_id`` at ``layout`` (offset, nbytes)."""
 

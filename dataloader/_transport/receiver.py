@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .codec import InlineBatch, SharedBatch, decode_inline, decode_shared
+from .codec import InlineBatch, LocalBatch, SharedBatch, decode_inline, decode_shared
 from .segment import map_fd
 
 
@@ -57,8 +57,10 @@ class Receiver:
         for key in [key for key in self._maps if key[0] == worker_id]:
             del self._maps[key]
 
-    def decode(self, worker_id: int, payload: InlineBatch | SharedBatch) -> Any:
+    def decode(self, worker_id: int, payload: InlineBatch | SharedBatch | LocalBatch) -> Any:
         """The batch in ``payload``, lent from its segment until the user drops it."""
+        if isinstance(payload, LocalBatch):
+            return payload.value
         if isinstance(payload, InlineBatch):
             return decode_inline(payload)
         key = (worker_id, payload.segment_id)

@@ -25,7 +25,7 @@ from .._stages.batch import BatchMaker
 from .._stages.seeding import seed_all
 from .._stages.task import BatchTask
 from .._transport.arena import BumpAllocator, Segment, SegmentPool
-from .._transport.codec import SharedBatch, inline, pack, split
+from .._transport.codec import LocalBatch, SharedBatch, inline, pack, split
 from ..worker import WorkerInfo, _set_worker_info
 from .messages import (
     BatchDone,
@@ -101,11 +101,16 @@ def _exit_when_parent_dies(fd: int) -> None:
 
 
 class _Worker:
-    def __init__(self, boot: WorkerBoot, conn: Connection) -> None:
+    """The worker's state. ``local``: a thread worker, whose batches are handed over as objects."""
+
+    def __init__(self, boot: WorkerBoot, conn: Any, local: bool = False) -> None:
         self.boot = boot
         self.conn = conn
+        self.local = local
         self.pid = os.getpid()
-        self.maker = BatchMaker(boot.dataset, boot.transform, boot.collator, boot.seed)
+        # Thread workers share the process's global random state, so only
+        # batch_rng() is seeded for them (per thread).
+        self.maker = BatchMaker(boot.dataset, boot.transform, boot.collator, boot.seed, seed_globals=not local)
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
         self.pending: collections.deque = collections.deque()
         self.expected = 0  # bytes of the largest shared batch so far: the next arena's size
@@ -115,7 +120,8 @@ class _Worker:
     def start(self) -> None:
         boot = self.boot
         _set_worker_info(WorkerInfo(boot.worker_id, boot.num_workers, boot.seed + boot.worker_id, boot.dataset))
-        seed_all(boot.seed + boot.worker_id)
+        if not self.local:
+            seed_all(boot.seed + boot.worker_id)
         if boot.worker_init_fn is not None:
             try:
                 boot.worker_init_fn(boot.worker_id)
@@ -137,6 +143,8 @@ class _Worker:
             # A late Overflow (the room came first) needs nothing.
 
     def _run(self, task: BatchTask) -> None:
+        if self.local:
+            return self._run_local(task)
         allocator = self._arena()
         try:
             with use_allocator(allocator) if allocator is not None else _nothing():
@@ -158,6 +166,17 @@ class _Worker:
         if isinstance(payload, SharedBatch):
             self.expected = max(self.expected, payload.nbytes)
         self.conn.send(BatchDone(task.epoch, task.index, payload))
+
+    def _run_local(self, task: BatchTask) -> None:
+        try:
+            batch = self._make(task)
+        except Exception as error:
+            self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
+            return
+        if batch is _ENDED:
+            self.conn.send(StreamEnded(task.epoch, task.index))
+        else:
+            self.conn.send(BatchDone(task.epoch, task.index, LocalBatch(batch)))
 
     def _make(self, task: BatchTask) -> Any:
         size = self.boot.stream_batch_size

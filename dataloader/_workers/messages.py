@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._stages.task import BatchTask
-from .._transport.codec import InlineBatch, SharedBatch
+from .._transport.codec import InlineBatch, LocalBatch, SharedBatch
 from .remote_error import RemoteError
 
 
@@ -63,7 +63,7 @@ class SegmentRetired:
 class BatchDone:
     epoch: int
     index: int
-    payload: InlineBatch | SharedBatch
+    payload: InlineBatch | SharedBatch | LocalBatch
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,15 @@ class WorkerHandle:
     def pid(self) -> int:
         return self.process.pid
 
+    @property
+    def sentinel(self) -> int:
+        """Readable once the worker has exited."""
+        return self.process.sentinel
+
+    @property
+    def label(self) -> str:
+        return f"worker {self.id} (pid {self.pid})"
+
 
 class WorkerPool:
     """``num_workers`` processes running :func:`run_worker`, and the receiver of their segments."""

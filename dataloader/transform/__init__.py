@@ -1,5 +1,6 @@
-"""Per-sample transforms: :class:`Transform`, :class:`PseudoTransform`, :class:`Compose`."""
+"""Transforms: per sample (:class:`Transform`, :class:`PseudoTransform`, :class:`Compose`)
+and per batch (:class:`BatchTransform`, alias ``CudaTransform``)."""
 
-from ._base import Compose, PseudoTransform, Transform
+from ._base import BatchTransform, Compose, CudaTransform, PseudoTransform, Transform
 
-__all__ = ["Compose", "PseudoTransform", "Transform"]
+__all__ = ["BatchTransform", "Compose", "CudaTransform", "PseudoTransform", "Transform"]

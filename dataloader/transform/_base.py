@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Iterable, Sequence
 
 from .._validate import check_has_apply
+from ..errors import ArgumentValueError
 
 
 class Transform(ABC):
@@ -30,6 +31,44 @@ class PseudoTransform(Transform):
 
     def apply_batch(self, inputs: Sequence[Any]) -> list:
         return list(inputs)
+
+
+class BatchTransform(Transform):
+    """A transform of whole collated batches, run in the consumer's process after preload.
+
+    ``apply(batch)`` gets each batch as the loader hands it out (tensors on
+    the device when preloading to a GPU), so augmentation can run there. It
+    runs the same way whatever ``num_workers`` is, and its exceptions
+    propagate unwrapped. Put it last in a :class:`Compose`, or pass it as the
+    loader's ``transform``. ``CudaTransform`` is MegEngine's name for it.
+    """
+
+    def apply_batch(self, inputs: Sequence[Any]) -> list:
+        return [self.apply(batch) for batch in inputs]
+
+
+CudaTransform = BatchTransform
+
+
+def split_batch_transforms(transform: Any) -> tuple[Any, list]:
+    """(the per-sample part, the trailing batch transforms) of a loader's ``transform``."""
+    if isinstance(transform, BatchTransform):
+        return PseudoTransform(), [transform]
+    if not isinstance(transform, Compose):
+        return transform, []
+    children = transform.transforms
+    cut = len(children)
+    while cut and isinstance(children[cut - 1], BatchTransform):
+        cut -= 1
+    for position, child in enumerate(children[:cut]):
+        if isinstance(child, BatchTransform):
+            raise ArgumentValueError(
+                f"transforms[{position}] is a BatchTransform followed by per-sample transforms; "
+                "batch transforms run after collation, so they must come last in the Compose."
+            )
+    if cut == len(children):
+        return transform, []
+    return Compose(children[:cut]), list(children[cut:])
 
 
 class Compose(Transform):

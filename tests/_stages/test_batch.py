@@ -70,3 +70,17 @@ def test_seeded_batches_depend_on_epoch_and_index_only():
     maker(BatchTask(1, 5, indices=[0, 1]))
     assert np.array_equal(a, maker(BatchTask(1, 4, indices=[7, 8])))
     assert not np.array_equal(a, maker(BatchTask(2, 4, indices=[0, 1])))
+
+
+def test_batch_rng_is_seeded_per_batch():
+    from dataloader.rng import batch_rng
+
+    class Draw(Transform):
+        def apply(self, input):
+            return batch_rng().integers(1 << 30)
+
+    maker = BatchMaker(Rows(), Draw(), Collator(), seed=11)
+    first = maker(BatchTask(0, 2, indices=[0, 1, 2]))
+    assert len(set(first.tolist())) == 3  # one stream per batch, advancing per sample
+    assert np.array_equal(first, maker(BatchTask(0, 2, indices=[5, 6, 7])))
+    assert not np.array_equal(first, maker(BatchTask(0, 3, indices=[0, 1, 2])))

@@ -1,0 +1,50 @@
+"""MegEngine: ``megengine.Tensor(array, device=...)``. Imported only when asked for.
+
+MegEngine publishes wheels for Python <= 3.10 (and numpy < 2) only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentValueError
+from .structure import map_arrays
+
+try:
+    import megengine
+except ImportError as error:  # pragma: no cover - exercised where megengine is absent
+    raise ArgumentValueError(
+        "framework='megengine' needs MegEngine, which publishes wheels for Python <= 3.10 only: "
+        "pip install megengine 'numpy<2' in a Python 3.10 environment."
+    ) from error
+
+
+def make_adapter(device: Any, pin_memory: bool) -> "MegEngineAdapter":
+    if pin_memory:
+        raise ArgumentValueError("`pin_memory=True` is a PyTorch option; MegEngine does not use it.")
+    if device is not None and device != "cpu" and str(device).startswith("gpu"):
+        if not megengine.is_cuda_available():
+            raise ArgumentValueError(
+                f"{device} requested but megengine.is_cuda_available() is False. Use device='cpux'."
+            )
+    return MegEngineAdapter(None if device in (None, "cpu") else device)
+
+
+class MegEngineAdapter:
+    """Converts array leaves to ``megengine.Tensor`` on ``device`` (None: the default)."""
+
+    name = "megengine"
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+
+    def convert(self, batch: Any) -> Any:
+        return map_arrays(batch, self._to_tensor)
+
+    def ready(self, batch: Any) -> Any:
+        return batch
+
+    def _to_tensor(self, array: np.ndarray) -> Any:
+        return megengine.Tensor(array, device=self.device)

@@ -1,0 +1,39 @@
+"""Preload: batch k+1 is made and copied to the device while the consumer works on batch k.
+
+Upstream (the executor) and the adapter's ``convert`` run in a background
+thread, ``depth`` batches ahead; the adapter's ``ready`` runs in the
+consumer's thread. Without preload the pipeline converts inline instead
+(a plain consumer stage).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..buffer import BufferedIterator
+from .adapters import Adapter
+
+
+class Preload:
+    """An iterator over ``upstream``'s batches, converted by ``adapter`` ahead of time."""
+
+    def __init__(self, upstream: Any, adapter: Adapter, depth: int) -> None:
+        self.upstream = upstream
+        self._adapter = adapter
+        self._buffer = BufferedIterator(
+            upstream,
+            buffer_size=depth,
+            convert=adapter.convert,
+            on_stuck=upstream.close,
+            name="dataloader-preload",
+        )
+
+    def __iter__(self) -> "Preload":
+        return self
+
+    def __next__(self) -> Any:
+        return self._adapter.ready(next(self._buffer))
+
+    def close(self) -> None:
+        self._buffer.close()
+        self.upstream.close()

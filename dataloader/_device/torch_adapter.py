@@ -1,0 +1,99 @@
+"""PyTorch: zero-copy CPU tensors; pinned staging and a side-stream copy for CUDA.
+
+Imported only when a loader asks for torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentValueError
+from .structure import leaves, map_arrays
+
+try:
+    import torch
+except ImportError as error:  # pragma: no cover - exercised where torch is absent
+    raise ArgumentValueError(
+        "framework='torch' (or a CUDA device) needs PyTorch: pip install 'dataloader[torch]'."
+    ) from error
+
+
+def make_adapter(device: Any, pin_memory: bool) -> "TorchAdapter":
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ArgumentValueError(
+            f"{device} requested but torch.cuda.is_available() is False. Use device='cpu', or "
+            "install a CUDA build of PyTorch on a machine with a GPU."
+        )
+    if pin_memory and not torch.cuda.is_available():
+        raise ArgumentValueError(
+            "`pin_memory=True` but torch.cuda.is_available() is False: pinned memory only helps "
+            "copies to a GPU."
+        )
+    return TorchAdapter(device, pin_memory or device.type == "cuda")
+
+
+class TorchAdapter:
+    """Converts array leaves to tensors on ``device``.
+
+    For CUDA the copy is ``non_blocking`` on a side stream from pinned memory;
+    :meth:`ready` makes the consumer's current stream wait on the copy's event
+    and records the tensors on that stream, so the caching allocator never
+    reuses their memory while the consumer may still read them.
+    """
+
+    name = "torch"
+
+    def __init__(self, device: "torch.device", pin_memory: bool) -> None:
+        self.device = device
+        self.pin_memory = pin_memory
+        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+
+    def convert(self, batch: Any) -> Any:
+        if self._stream is None:
+            return map_arrays(batch, self._to_cpu_tensor)
+        with torch.cuda.stream(self._stream):
+            moved = map_arrays(batch, self._to_cuda)
+            event = torch.cuda.Event()
+            event.record(self._stream)
+        return _Pending(moved, event)
+
+    def ready(self, batch: Any) -> Any:
+        if not isinstance(batch, _Pending):
+            return batch
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(batch.event)
+        for leaf in leaves(batch.batch):
+            if isinstance(leaf, torch.Tensor):
+                leaf.record_stream(current)
+        return batch.batch
+
+    def _to_cpu_tensor(self, array: np.ndarray) -> Any:
+        tensor = torch.from_numpy(_torch_compatible(array))
+        return tensor.pin_memory() if self.pin_memory else tensor
+
+    def _to_cuda(self, array: np.ndarray) -> Any:
+        tensor = torch.from_numpy(_torch_compatible(array))
+        if self.pin_memory:
+            tensor = tensor.pin_memory()
+        return tensor.to(self.device, non_blocking=True)
+
+
+class _Pending:
+    """A batch whose copy may still be running on the side stream."""
+
+    __slots__ = ("batch", "event")
+
+    def __init__(self, batch: Any, event: Any) -> None:
+        self.batch = batch
+        self.event = event
+
+
+def _torch_compatible(array: np.ndarray) -> np.ndarray:
+    if not array.flags.writeable:  # torch warns on read-only memory
+        array = array.copy()
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array

@@ -1,0 +1,42 @@
+"""The random generator of the batch being made: :func:`batch_rng`.
+
+Transforms that draw random parameters should draw them from ``batch_rng()``
+rather than from global state or ``self``: inside a loader it is a
+``numpy.random.Generator`` seeded from (loader seed, epoch, batch index) for
+the calling thread only, so augmentations are the same for any
+``num_workers`` and worker type, and thread workers never share a stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import numpy as np
+
+_local = threading.local()
+
+
+def batch_rng() -> np.random.Generator:
+    """The current batch's generator; outside a loader, one drawn from ``numpy.random``'s state.
+
+    Outside a loader each call returns a new generator seeded from the global
+    ``numpy.random`` state, so ``np.random.seed(n)`` makes direct calls to a
+    transform reproducible too.
+    """
+    rng = getattr(_local, "rng", None)
+    if rng is not None:
+        return rng
+    return np.random.default_rng(np.random.randint(0, 2**32, size=4, dtype=np.uint64))
+
+
+@contextmanager
+def _using(rng: np.random.Generator) -> Iterator[None]:
+    """Make ``rng`` this thread's batch generator inside the ``with`` block."""
+    previous = getattr(_local, "rng", None)
+    _local.rng = rng
+    try:
+        yield
+    finally:
+        _local.rng = previous
