@@ -13,6 +13,7 @@ import os
 import select
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,29 @@ class _End:
     fileno = property(lambda self: self._in.fileno)
 
 
+class _Shared:
+    """A worker's channels and exit pipe: closed by whichever side finishes second.
+
+    A thread stuck in user code cannot be stopped; if shutdown comes first,
+    the thread itself closes everything when it finally returns.
+    """
+
+    def __init__(self) -> None:
+        self.channels = (_Channel(), _Channel())  # to the worker, to the main thread
+        self.exit_read, self.exit_write = os.pipe()
+        self._lock = threading.Lock()
+        self._finished = 0
+
+    def finish(self) -> None:
+        with self._lock:
+            self._finished += 1
+            if self._finished < 2:
+                return
+        for channel in self.channels:
+            channel.close()
+        os.close(self.exit_read)
+
+
 @dataclass(eq=False)
 class ThreadHandle:
     """The executor's view of one thread worker (the interface of a process handle)."""
@@ -78,8 +102,7 @@ class ThreadHandle:
     id: int
     thread: threading.Thread
     conn: _End
-    channels: tuple[_Channel, _Channel]
-    exit_read: int
+    shared: _Shared
     outstanding: dict = field(default_factory=dict)
 
     @property
@@ -88,7 +111,7 @@ class ThreadHandle:
 
     @property
     def sentinel(self) -> int:
-        return self.exit_read
+        return self.shared.exit_read
 
     @property
     def label(self) -> str:
@@ -104,16 +127,16 @@ class ThreadWorkerPool:
         self._stopping = False
 
     def _start(self, boot: WorkerBoot) -> ThreadHandle:
-        to_worker, to_main = _Channel(), _Channel()
-        exit_read, exit_write = os.pipe()
+        shared = _Shared()
+        to_worker, to_main = shared.channels
         thread = threading.Thread(
             target=_run_thread_worker,
-            args=(boot, _End(to_main, to_worker), exit_write),
+            args=(boot, _End(to_main, to_worker), shared),
             name=f"dataloader-thread-worker-{boot.worker_id}",
             daemon=True,
         )
         thread.start()
-        return ThreadHandle(boot.worker_id, thread, _End(to_worker, to_main), (to_worker, to_main), exit_read)
+        return ThreadHandle(boot.worker_id, thread, _End(to_worker, to_main), shared)
 
     def send(self, worker: ThreadHandle, message: Any) -> None:
         worker.conn.send(message)
@@ -142,18 +165,14 @@ class ThreadWorkerPool:
                 worker.conn.send(Shutdown())
             except OSError:
                 pass
+        deadline = time.monotonic() + _STOP_GRACE
         for worker in self.workers:
-            worker.thread.join(_STOP_GRACE)
-            if not worker.thread.is_alive():
-                for channel in worker.channels:
-                    channel.close()
-                os.close(worker.exit_read)
-            # A thread stuck inside user code cannot be stopped; it is a daemon and
-            # keeps its channel until it returns.
+            worker.thread.join(max(0.0, deadline - time.monotonic()))
+            worker.shared.finish()
         self.receiver.close()
 
 
-def _run_thread_worker(boot: WorkerBoot, conn: _End, exit_write: int) -> None:
+def _run_thread_worker(boot: WorkerBoot, conn: _End, shared: _Shared) -> None:
     worker = _Worker(boot, conn, local=True)
     try:
         worker.start()
@@ -162,4 +181,5 @@ def _run_thread_worker(boot: WorkerBoot, conn: _End, exit_write: int) -> None:
         pass
     finally:
         _set_worker_info(None)
-        os.close(exit_write)
+        os.close(shared.exit_write)
+        shared.finish()

@@ -1,0 +1,122 @@
+"""worker_type="thread": same batches, errors and timeouts as process workers."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from dataloader import ArrayDataset, DataLoader, Dataset, RandomSampler, SequentialSampler, StreamDataset, StreamSampler
+from dataloader import LoaderTimeoutError, WorkerError, get_worker_info
+from dataloader.rng import batch_rng
+from dataloader.transform import Transform
+from tests.harness import assert_same_batches, collect
+
+
+class Jitter(Transform):
+    def apply(self, sample):
+        return sample[0] + batch_rng().normal(size=sample[0].shape).astype(np.float32), sample[1]
+
+
+class WhoAmI(Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, index):
+        info = get_worker_info()
+        return np.int64(index), np.int64(-1 if info is None else info.id), threading.current_thread().name
+
+
+def dataset():
+    return ArrayDataset(np.arange(60, dtype=np.float32).reshape(30, 2), np.arange(30))
+
+
+@pytest.mark.parametrize("worker_type", ["thread", "process"])
+def test_seeded_batches_match_serial_for_any_worker_type(worker_type, no_leaks):
+    data = dataset()
+
+    def make(num_workers):
+        return DataLoader(data, RandomSampler(data, batch_size=4, seed=3), transform=Jitter(), seed=9,
+                          num_workers=num_workers, worker_type=worker_type)
+
+    assert_same_batches(collect(make(0)), collect(make(2)))
+
+
+def test_thread_workers_run_in_threads_with_worker_info(no_leaks):
+    loader = DataLoader(WhoAmI(), SequentialSampler(WhoAmI(), batch_size=4), num_workers=2, worker_type="thread")
+    batches = list(loader)
+    assert sorted(np.concatenate([b[0] for b in batches]).tolist()) == list(range(16))
+    ids = set(np.concatenate([b[1] for b in batches]).tolist())
+    assert ids <= {0, 1} and ids
+    assert all(name.startswith("dataloader-thread-worker-") for b in batches for name in b[2])
+
+
+def test_thread_worker_errors_are_rebuilt_like_process_errors(no_leaks):
+    class Bad(Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, index):
+            if index == 5:
+                raise KeyError("missing")
+            return np.int64(index)
+
+    loader = DataLoader(Bad(), SequentialSampler(Bad(), batch_size=2), num_workers=2, worker_type="thread")
+    with pytest.raises(KeyError) as caught:
+        list(loader)
+    assert isinstance(caught.value, WorkerError)
+    assert "Caught KeyError in DataLoader worker" in str(caught.value)
+    assert "[4, 5]" in str(caught.value)
+
+
+def test_thread_worker_timeout_shows_the_stuck_stack(no_leaks):
+    gate = threading.Event()
+
+    class Stuck(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, index):
+            if index == 2:
+                wait_for_the_gate_forever(gate)
+            return np.int64(index)
+
+    loader = DataLoader(Stuck(), SequentialSampler(Stuck(), batch_size=2), num_workers=1,
+                        worker_type="thread", timeout=0.5)
+    iterator = iter(loader)
+    next(iterator)
+    start = time.monotonic()
+    with pytest.raises(LoaderTimeoutError, match="timeout") as caught:
+        next(iterator)
+    assert time.monotonic() - start < 3
+    assert "wait_for_the_gate_forever" in str(caught.value)
+    gate.set()
+
+
+def wait_for_the_gate_forever(gate):
+    gate.wait(10)
+
+
+class Shards(StreamDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(np.arange(start, 23, step))
+
+
+def test_thread_workers_read_parallel_streams(no_leaks):
+    loader = DataLoader(Shards(), StreamSampler(batch_size=4), num_workers=2, worker_type="thread",
+                        parallel_stream=True)
+    values = np.concatenate(list(loader)).tolist()
+    assert sorted(values) == list(range(23))
+
+
+def test_persistent_thread_workers_survive_epochs_and_stop_on_close(no_leaks):
+    data = dataset()
+    loader = DataLoader(data, SequentialSampler(data, batch_size=8), num_workers=2, worker_type="thread",
+                        persistent_workers=True)
+    first = collect(loader)
+    names = {t.name for t in threading.enumerate()}
+    assert_same_batches(first, collect(loader))
+    assert {t.name for t in threading.enumerate()} == names
+    loader.close()
