@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import weakref
 from typing import Any, Callable
 
 from ._exec.iterator import LoaderIterator
@@ -13,6 +14,7 @@ from ._validate import check_has_apply
 from .collator import Collator
 from .dataset import StreamDataset
 from .errors import ArgumentTypeError
+from .monitor import Stats
 from .sampler import SequentialSampler, StreamSampler
 from .transform import PseudoTransform
 from .transform._base import split_batch_transforms
@@ -86,6 +88,7 @@ class DataLoader:
         self._transform = transform
         self._epoch = 0
         self._persistent_pool: Any = None
+        self._last_iterator: Any = None
 
     dataset = property(lambda self: self._spec.dataset)
     sampler = property(lambda self: self._spec.sampler)
@@ -101,7 +104,17 @@ class DataLoader:
         self._epoch += 1
         if self.options.persistent_workers and self._persistent_pool is None:
             self._persistent_pool = start_pool(self._spec)
-        return open_epoch(self._spec, epoch, self._persistent_pool)
+        iterator = open_epoch(self._spec, epoch, self._persistent_pool)
+        self._last_iterator = weakref.ref(iterator)
+        self._last_recorder = iterator.recorder
+        return iterator
+
+    def stats(self) -> Stats:
+        """Timings of the latest epoch (see :class:`~dataloader.monitor.Stats`)."""
+        recorder = getattr(self, "_last_recorder", None)
+        if recorder is None:
+            raise RuntimeError("stats() needs an epoch: iterate the loader first.")
+        return recorder.snapshot()
 
     def close(self) -> None:
         """Stop persistent workers, if any. Iterators stop their own workers."""

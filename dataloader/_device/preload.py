@@ -10,20 +10,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from time import perf_counter
+
 from ..buffer import BufferedIterator
+from ..monitor import Recorder
 from .adapters import Adapter
 
 
 class Preload:
     """An iterator over ``upstream``'s batches, converted by ``adapter`` ahead of time."""
 
-    def __init__(self, upstream: Any, adapter: Adapter, depth: int) -> None:
+    def __init__(self, upstream: Any, adapter: Adapter, depth: int, recorder: Recorder | None = None) -> None:
         self.upstream = upstream
         self._adapter = adapter
+        self._recorder = recorder
         self._buffer = BufferedIterator(
             upstream,
             buffer_size=depth,
-            convert=adapter.convert,
+            convert=self._convert,
             on_stuck=upstream.close,
             name="dataloader-preload",
         )
@@ -33,6 +37,13 @@ class Preload:
 
     def __next__(self) -> Any:
         return self._adapter.ready(next(self._buffer))
+
+    def _convert(self, batch: Any) -> Any:
+        start = perf_counter()
+        batch = self._adapter.convert(batch)
+        if self._recorder is not None:
+            self._recorder.preloaded(start, perf_counter())
+        return batch
 
     def close(self) -> None:
         self._buffer.close()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
+
+from ..monitor import Recorder, Stats
 
 
 class LoaderIterator:
@@ -12,10 +15,11 @@ class LoaderIterator:
     epoch's workers and threads and frees its shared memory; it is idempotent.
     """
 
-    def __init__(self, executor: Any, length: int | None) -> None:
+    def __init__(self, executor: Any, length: int | None, recorder: Recorder | None = None) -> None:
         self._executor = executor
         self._length = length
         self._closed = False
+        self.recorder = recorder or Recorder(0)
 
     def __iter__(self) -> "LoaderIterator":
         return self
@@ -23,8 +27,11 @@ class LoaderIterator:
     def __next__(self) -> Any:
         if self._closed:
             raise StopIteration
+        start = perf_counter()
         try:
-            return next(self._executor)
+            batch = next(self._executor)
+            self.recorder.waited(start, perf_counter())
+            return batch
         except StopIteration:
             self.close()
             raise
@@ -42,7 +49,14 @@ class LoaderIterator:
         if self._closed:
             return
         self._closed = True
-        self._executor.close()
+        try:
+            self._executor.close()
+        finally:
+            self.recorder.finish()
+
+    def stats(self) -> Stats:
+        """Timings of this epoch so far, with a verdict on the bottleneck."""
+        return self.recorder.snapshot()
 
     def __enter__(self) -> "LoaderIterator":
         return self

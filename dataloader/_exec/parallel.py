@@ -30,6 +30,7 @@ from .._workers.messages import (
 from .._workers.pool import WorkerHandle, WorkerPool
 from .._workers.threads import ThreadWorkerPool
 from ..errors import LoaderTimeoutError
+from ..monitor import Recorder
 from .reorder import ReorderBuffer
 
 logger = logging.getLogger("dataloader")
@@ -56,8 +57,11 @@ class ParallelExecutor:
         epoch: int,
         options: LoaderOptions,
         on_close: Callable[[], None] | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self._pool = pool
+        self._recorder = recorder or Recorder(len(pool.workers))
+        self._recorder.shared_memory = lambda: pool.receiver.mapped_bytes
         self._tasks = tasks
         self._epoch = epoch
         self._options = options
@@ -194,6 +198,7 @@ class ParallelExecutor:
         if isinstance(message, BatchDone):
             self._reorder.put(message.index, self._pool.receiver.decode(worker.id, message.payload))
             self._ready += 1
+            self._recorder.batch_made(worker.id, message.index, message.timings, time.perf_counter())
         elif isinstance(message, BatchFailed):
             self._reorder.put(message.index, _Failure(message.error.rebuild()))
             self._ready += 1

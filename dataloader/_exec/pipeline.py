@@ -24,6 +24,7 @@ from .._workers.loop import WorkerBoot
 from .._workers.pool import WorkerPool
 from .._workers.threads import ThreadWorkerPool
 from ..memory import check_shm, check_worker_memory, memory_room
+from ..monitor import MonitorSettings, Recorder
 from .iterator import LoaderIterator
 from .parallel import ParallelExecutor
 from .serial import SerialExecutor
@@ -48,12 +49,14 @@ class PipelineSpec:
 
 def open_epoch(spec: PipelineSpec, epoch: int, persistent_pool: Any = None) -> LoaderIterator:
     """The iterator of one epoch; ``persistent_pool`` is reused (not stopped) when given."""
-    if spec.options.num_workers == 0:
-        executor = _serial_executor(spec, epoch)
+    options = spec.options
+    recorder = Recorder(options.num_workers, MonitorSettings.from_env(), options.worker_type)
+    if options.num_workers == 0:
+        executor = _serial_executor(spec, epoch, recorder)
     else:
         pool = persistent_pool if persistent_pool is not None else start_pool(spec)
-        executor = _parallel_executor(spec, epoch, pool, owns_pool=persistent_pool is None)
-    return LoaderIterator(_consumer_stages(spec, executor), epoch_length(spec))
+        executor = _parallel_executor(spec, epoch, pool, persistent_pool is None, recorder)
+    return LoaderIterator(_consumer_stages(spec, executor, recorder), epoch_length(spec), recorder)
 
 
 def start_pool(spec: PipelineSpec) -> WorkerPool | ThreadWorkerPool:
@@ -91,15 +94,17 @@ def epoch_length(spec: PipelineSpec) -> int | None:
     return None if spec.is_stream else len(spec.sampler)
 
 
-def _serial_executor(spec: PipelineSpec, epoch: int) -> SerialExecutor:
+def _serial_executor(spec: PipelineSpec, epoch: int, recorder: Recorder) -> SerialExecutor:
     maker = BatchMaker(
         spec.dataset, spec.transform, spec.collator, spec.options.seed, restore_random_state=True
     )
     tasks, closer = _main_process_tasks(spec, epoch)
-    return SerialExecutor(tasks, maker, closer)
+    return SerialExecutor(tasks, maker, closer, recorder)
 
 
-def _parallel_executor(spec: PipelineSpec, epoch: int, pool: Any, owns_pool: bool) -> ParallelExecutor:
+def _parallel_executor(
+    spec: PipelineSpec, epoch: int, pool: Any, owns_pool: bool, recorder: Recorder
+) -> ParallelExecutor:
     tasks, closer = (None, None) if _workers_read_stream(spec) else _main_process_tasks(spec, epoch)
 
     def on_close() -> None:
@@ -108,13 +113,13 @@ def _parallel_executor(spec: PipelineSpec, epoch: int, pool: Any, owns_pool: boo
         if owns_pool:
             pool.shutdown()
 
-    return ParallelExecutor(pool, tasks, epoch, spec.options, on_close)
+    return ParallelExecutor(pool, tasks, epoch, spec.options, on_close, recorder)
 
 
-def _consumer_stages(spec: PipelineSpec, upstream: Any) -> Any:
+def _consumer_stages(spec: PipelineSpec, upstream: Any, recorder: Recorder) -> Any:
     adapter = spec.adapter
     if spec.options.preload:
-        upstream = Preload(upstream, adapter, spec.options.preload_depth)
+        upstream = Preload(upstream, adapter, spec.options.preload_depth, recorder)
     elif adapter.name != "numpy":
         upstream = Stage(upstream, lambda batch: adapter.ready(adapter.convert(batch)))
     for transform in spec.batch_transforms:

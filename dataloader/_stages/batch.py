@@ -8,13 +8,24 @@ workers (parallel); parallel mode only moves it, which is what makes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from time import perf_counter
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..rng import _using
 from .seeding import batch_seed, seed_all, seeded_then_restored
 from .task import BatchTask
+
+
+class StageTimes(NamedTuple):
+    """``perf_counter`` times (a system-wide clock on Linux, so comparable across processes)."""
+
+    start: float
+    fetched: float
+    transformed: float
+    collated: float
+    samples: int
 
 
 def fetch(dataset: Any, indices: list[int]) -> list[Any]:
@@ -42,6 +53,8 @@ class BatchMaker:
     seed_globals: bool = True
     # The stage running now, named in a worker's error message.
     stage: str = "fetch"
+    # When the stages of the last batch began and ended (for the monitor).
+    timings: "StageTimes | None" = None
 
     def __call__(self, task: BatchTask) -> Any:
         if self.seed is None:
@@ -57,9 +70,14 @@ class BatchMaker:
             return self._make(task)
 
     def _make(self, task: BatchTask) -> Any:
+        start = perf_counter()
         self.stage = "fetch"
         samples = task.samples if task.samples is not None else fetch(self.dataset, task.indices)
+        fetched = perf_counter()
         self.stage = "transform"
         samples = self.transform.apply_batch(samples)
+        transformed = perf_counter()
         self.stage = "collate"
-        return self.collator.apply(samples)
+        batch = self.collator.apply(samples)
+        self.timings = StageTimes(start, fetched, transformed, perf_counter(), len(samples))
+        return batch

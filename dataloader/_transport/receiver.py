@@ -26,6 +26,7 @@ class Receiver:
 
     def __init__(self) -> None:
         self._maps: dict[tuple[int, int], mmap.mmap] = {}
+        self.mapped_bytes = 0
         self._leases: dict[int, weakref.ref] = {}
         self._released: collections.deque[tuple[int, int]] = collections.deque()
         self._wake_read, self._wake_write = os.pipe()
@@ -46,16 +47,19 @@ class Receiver:
     def add_segment(self, worker_id: int, segment_id: int, fd: int, size: int) -> None:
         try:
             self._maps[(worker_id, segment_id)] = map_fd(fd, size)
+            self.mapped_bytes += size
         finally:
             os.close(fd)
 
     def remove_segment(self, worker_id: int, segment_id: int) -> None:
         # Views still alive keep the mapping through their base; it unmaps with them.
-        self._maps.pop((worker_id, segment_id), None)
+        mapping = self._maps.pop((worker_id, segment_id), None)
+        if mapping is not None:
+            self.mapped_bytes -= len(mapping)
 
     def remove_worker(self, worker_id: int) -> None:
         for key in [key for key in self._maps if key[0] == worker_id]:
-            del self._maps[key]
+            self.remove_segment(*key)
 
     def decode(self, worker_id: int, payload: InlineBatch | SharedBatch | LocalBatch) -> Any:
         """The batch in ``payload``, lent from its segment until the user drops it."""
@@ -95,6 +99,7 @@ class Receiver:
         self._closed = True
         self._leases.clear()
         self._maps.clear()
+        self.mapped_bytes = 0
         os.close(self._wake_read)
         os.close(self._wake_write)
 

@@ -15,6 +15,7 @@ import itertools
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import send_handle
@@ -165,7 +166,7 @@ class _Worker:
             payload = self._wait_for_room(meta, raws, allocator)
         if isinstance(payload, SharedBatch):
             self.expected = max(self.expected, payload.nbytes)
-        self.conn.send(BatchDone(task.epoch, task.index, payload))
+        self.conn.send(BatchDone(task.epoch, task.index, payload, self.maker.timings))
 
     def _run_local(self, task: BatchTask) -> None:
         try:
@@ -176,7 +177,7 @@ class _Worker:
         if batch is _ENDED:
             self.conn.send(StreamEnded(task.epoch, task.index))
         else:
-            self.conn.send(BatchDone(task.epoch, task.index, LocalBatch(batch)))
+            self.conn.send(BatchDone(task.epoch, task.index, LocalBatch(batch), self.maker.timings))
 
     def _make(self, task: BatchTask) -> Any:
         size = self.boot.stream_batch_size
@@ -185,12 +186,15 @@ class _Worker:
         if task.epoch != self.stream_epoch:
             self.stream_epoch, self.stream = task.epoch, iter(self.boot.dataset)
         self.maker.stage = "fetch"
+        start = time.perf_counter()
         samples = list(itertools.islice(self.stream, size)) if self.stream is not None else []
         if len(samples) < size:
             self.stream = None  # exhausted: the next task of this epoch ends it here
         if not samples:
             return _ENDED
-        return self.maker(BatchTask(task.epoch, task.index, samples=samples))
+        batch = self.maker(BatchTask(task.epoch, task.index, samples=samples))
+        self.maker.timings = self.maker.timings._replace(start=start)  # reading the stream is the fetch
+        return batch
 
     def _arena(self) -> BumpAllocator | None:
         if not self.expected:

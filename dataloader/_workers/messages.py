@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._stages.batch import StageTimes
 from .._stages.task import BatchTask
 from .._transport.codec import InlineBatch, LocalBatch, SharedBatch
 from .remote_error import RemoteError
@@ -64,6 +65,7 @@ class BatchDone:
     epoch: int
     index: int
     payload: InlineBatch | SharedBatch | LocalBatch
+    timings: StageTimes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,154 @@
+"""Image operations on HWC arrays, shared by the transforms.
+
+Every function takes and returns ``(H, W, C)`` arrays: OpenCV drops a
+trailing axis of length 1, and :func:`keep3d` puts it back. Colour operations
+assume BGR channel order and values in ``[0, 255]`` (uint8 or float32), as
+OpenCV and MegEngine do. Integer results are rounded to the nearest value and
+saturated, not truncated.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from ...errors import ArgumentValueError
+
+#: The mask interpolation: nearest neighbour with pixel centres at +0.5, which
+#: keeps masks aligned with coordinates (plain ``INTER_NEAREST`` shifts them).
+MASK_INTERPOLATION = cv2.INTER_NEAREST_EXACT
+
+
+def keep3d(array: np.ndarray) -> np.ndarray:
+    """Give back the channel axis OpenCV removes from single-channel results."""
+    return array[:, :, None] if array.ndim == 2 else array
+
+
+def to_dtype(image: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Saturate float ``image`` to [0, 255] and cast it to ``dtype`` (rounding for integers)."""
+    image = np.clip(image, 0, 255, out=image if image.dtype.kind == "f" else None)
+    if np.dtype(dtype).kind in "iu":
+        image = np.rint(image, out=image)
+    return image.astype(dtype, copy=False)
+
+
+def resize(image: np.ndarray, height: int, width: int, interpolation: int) -> np.ndarray:
+    if image.shape[0] == height and image.shape[1] == width:
+        return image
+    return keep3d(cv2.resize(image, (width, height), interpolation=interpolation))
+
+
+def flip(image: np.ndarray, horizontal: bool, vertical: bool) -> np.ndarray:
+    if not (horizontal or vertical):
+        return image
+    code = -1 if horizontal and vertical else (1 if horizontal else 0)
+    if image.shape[2] > 4:  # OpenCV flips up to 4 channels at full speed; NumPy for the rest
+        return np.ascontiguousarray(image[:: -1 if vertical else 1, :: -1 if horizontal else 1])
+    return keep3d(cv2.flip(image, code))
+
+
+def pad(
+    image: np.ndarray, sizes: tuple[int, int, int, int], value: float | Sequence[float]
+) -> np.ndarray:
+    """Pad ``(top, bottom, left, right)`` with ``value`` (one number or one per channel).
+
+    A float ``value`` (or a sequence holding one) turns the image into float32,
+    as in MegEngine; a sequence longer than the channel count is cut to it, as
+    OpenCV does, so the default ``[0, 0, 0]`` also suits one-channel masks.
+    """
+    top, bottom, left, right = sizes
+    height, width, channels = image.shape
+    values = np.asarray(value)
+    dtype = np.float32 if values.dtype.kind == "f" else image.dtype
+    if values.ndim == 1:
+        if values.size < channels:
+            raise ArgumentValueError(
+                f"the padding value {tuple(value)!r} has {values.size} entries but the array "
+                f"has {channels} channels; give one number or at least one per channel."
+            )
+        values = values[:channels]
+    out = np.empty((height + top + bottom, width + left + right, channels), dtype=dtype)
+    out[...] = values
+    out[top : top + height, left : left + width] = image
+    return out
+
+
+def to_gray(image: np.ndarray) -> np.ndarray:
+    """The luma of a BGR image as ``(H, W, 1)``; a one-channel image is its own luma."""
+    channels = image.shape[2]
+    if channels == 1:
+        return image
+    if channels != 3:
+        raise ArgumentValueError(
+            f"colour transforms need a 1- or 3-channel (BGR) image; got shape {image.shape}."
+        )
+    return keep3d(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY))
+
+
+def scale_shift(image: np.ndarray, scale: float, shift: float) -> np.ndarray:
+    """``image * scale + shift`` saturated to [0, 255], in the image's dtype."""
+    if image.dtype == np.uint8:
+        lut = np.arange(256, dtype=np.float32) * scale + shift
+        return keep3d(cv2.LUT(image, to_dtype(lut, np.uint8)))
+    out = image.astype(np.float32) * np.float32(scale)
+    if shift:
+        out += np.float32(shift)
+    return to_dtype(out, image.dtype)
+
+
+def blend_gray(image: np.ndarray, alpha: float) -> np.ndarray:
+    """``image * alpha + gray(image) * (1 - alpha)``: saturation."""
+    gray = to_gray(image)
+    if image.shape[2] == 1:
+        return image.copy()
+    gray = cv2.cvtColor(gray, cv2.COLOR_GRAY2BGR)
+    if image.dtype == np.uint8:
+        return cv2.addWeighted(image, alpha, gray, 1.0 - alpha, 0.0)
+    out = cv2.addWeighted(image.astype(np.float32), alpha, gray.astype(np.float32), 1 - alpha, 0.0)
+    return to_dtype(out, image.dtype)
+
+
+def shift_hue(image: np.ndarray, fraction: float) -> np.ndarray:
+    """Rotate the hue by ``fraction`` of a turn (negative turns the other way)."""
+    if image.shape[2] != 3:
+        raise ArgumentValueError(f"HueTransform needs a 3-channel BGR image; got shape {image.shape}.")
+    if image.dtype == np.uint8:
+        hsv = cv2.cvtColor(image, cv2.COLOR_BGR2HSV_FULL)
+        # Python's % is never negative, so a negative shift wraps instead of overflowing.
+        step = np.uint8(int(round(fraction * 256)) % 256)
+        np.add(hsv[:, :, 0], step, out=hsv[:, :, 0])  # uint8 arithmetic wraps modulo 256
+        return cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR_FULL)
+    hsv = cv2.cvtColor(image.astype(np.float32) / np.float32(255), cv2.COLOR_BGR2HSV)
+    hsv[:, :, 0] = np.mod(hsv[:, :, 0] + np.float32(fraction * 360.0), np.float32(360.0))
+    out = cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR) * np.float32(255)
+    return to_dtype(out, image.dtype)
+
+
+def channel_affine(image: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Float32 ``image * scale[c] + shift[c]`` per channel (broadcast from one number)."""
+    channels = image.shape[2]
+    if scale.size not in (1, channels) or shift.size not in (1, channels):
+        raise ArgumentValueError(
+            f"got {max(scale.size, shift.size)} per-channel values for an image with {channels} "
+            f"channels (shape {image.shape}); give one number or one per channel."
+        )
+    scale = np.broadcast_to(scale, (channels,))
+    shift = np.broadcast_to(shift, (channels,))
+    if channels <= 4:  # one fused pass in OpenCV; NumPy broadcasting over a 3-long axis is slow
+        matrix = np.zeros((channels, channels + 1), dtype=np.float64)
+        matrix[np.arange(channels), np.arange(channels)] = scale
+        matrix[:, channels] = shift
+        return keep3d(cv2.transform(image.astype(np.float32, copy=False), matrix))
+    return image.astype(np.float32) * scale.astype(np.float32) + shift.astype(np.float32)
+
+
+def add_per_channel(image: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``image + offsets[c]`` saturated to [0, 255], in the image's dtype."""
+    if image.dtype == np.uint8 and image.shape[2] == offsets.size:
+        lut = np.arange(256, dtype=np.float32)[:, None] + offsets.astype(np.float32)[None, :]
+        lut = to_dtype(lut, np.uint8).reshape(256, 1, offsets.size)
+        return keep3d(cv2.LUT(image, lut))
+    out = channel_affine(image, np.ones(1), offsets.astype(np.float64))
+    return to_dtype(out, image.dtype)
