@@ -135,7 +135,7 @@ class Pad(AxisAlignedTransform):
         self.mask_value = self._mask_fill = int(mask_value)
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         return Plan(height, width, pad=self.size)
 
 
@@ -154,7 +154,7 @@ class CenterCrop(AxisAlignedTransform):
         self.output_size = _args.size_pair("output_size", output_size)
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         th, tw = self.output_size
         if th > height or tw > width:
             raise ArgumentValueError(
@@ -205,7 +205,7 @@ class RandomCrop(AxisAlignedTransform):
         self.padding_maskvalue = self._mask_fill = int(padding_maskvalue)
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         top, bottom, left, right = self.padding_size
         th, tw = self.output_size
         bottom += max(0, th - (height + top + bottom))
@@ -232,7 +232,7 @@ class RandomHorizontalFlip(AxisAlignedTransform):
         self.prob = _args.probability("prob", prob)
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         return Plan(height, width, flip_horizontal=bool(rng.random() < self.prob))
 
 
@@ -253,10 +253,10 @@ class RandomVerticalFlip(AxisAlignedTransform):
         self.prob = _args.probability("prob", prob)
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         return Plan(height, width, flip_vertical=bool(rng.random() < self.prob))
 
 
-def _image_size(image: np.ndarray | None, who: VisionTransform) -> tuple[int, int]:
+def image_size(image: np.ndarray | None, who: VisionTransform) -> tuple[int, int]:
     image = require_image(image, who)
     return image.shape[0], image.shape[1]

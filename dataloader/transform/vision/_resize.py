@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import ArgumentValueError
 from . import _args
-from ._geometry import AxisAlignedTransform, Plan, _image_size, pick
+from ._geometry import AxisAlignedTransform, Plan, image_size, pick
 
 
 class _Resizing(AxisAlignedTransform):
@@ -57,7 +57,7 @@ class Resize(_Resizing):
             self.output_size = _args.size_pair("output_size", output_size)
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         if not isinstance(self.output_size, int):
             return self._plan(image, rng, *self.output_size)
         short = self.output_size
@@ -116,7 +116,7 @@ class ShortestEdgeResize(_Resizing):
         self.max_size = int(max_size)
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         if self.sample_style == "range":
             size = int(rng.integers(self.min_size[0], self.min_size[1] + 1))
         else:
@@ -149,7 +149,7 @@ class RandomResize(_Resizing):
             raise ArgumentValueError(f"`scale_range` must be positive; got {scale_range!r}.")
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         scale = rng.uniform(*self.scale_range)
         return self._plan(
             image, rng, max(1, int(round(height * scale))), max(1, int(round(width * scale)))
@@ -195,7 +195,7 @@ class RandomResizedCrop(_Resizing):
             )
 
     def _get_params(self, image, rng) -> Plan:
-        height, width = _image_size(image, self)
+        height, width = image_size(image, self)
         y, x, h, w = self._window(height, width, rng)
         return Plan(
             height,

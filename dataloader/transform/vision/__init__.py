@@ -1,0 +1,51 @@
+"""Vision transforms with MegEngine's names, arguments and conventions.
+
+Samples are tuples whose positions are named by ``order`` (image, boxes, mask,
+keypoints, polygons, ``*category``, ``*info``); one call draws its random
+parameters once, from :func:`dataloader.rng.batch_rng`, and moves every field
+with them. Images are HWC, BGR, uint8 or float32 in [0, 255].
+
+Implementation choice: geometry bookkeeping and per-pixel arithmetic with one
+scalar are NumPy; resizing, flipping, colour-space conversion, lookup tables
+and per-channel affine maps are OpenCV (``cv2``), which matches MegEngine's
+BGR HWC conventions, is several times faster than NumPy for these, and releases
+the GIL so thread workers run transforms in parallel. Importing this package
+imports ``cv2`` (``pip install dataloader[vision]``); ``import dataloader``
+does not.
+"""
+
+from ._base import VisionTransform
+from ._color import (
+    BrightnessTransform,
+    ColorJitter,
+    ContrastTransform,
+    HueTransform,
+    SaturationTransform,
+)
+from ._compose import Compose
+from ._geometry import CenterCrop, Pad, RandomCrop, RandomHorizontalFlip, RandomVerticalFlip
+from ._pixel import GaussianNoise, Lighting, Normalize, ToMode
+from ._resize import RandomResize, RandomResizedCrop, Resize, ShortestEdgeResize
+
+__all__ = [
+    "BrightnessTransform",
+    "CenterCrop",
+    "ColorJitter",
+    "Compose",
+    "ContrastTransform",
+    "GaussianNoise",
+    "HueTransform",
+    "Lighting",
+    "Normalize",
+    "Pad",
+    "RandomCrop",
+    "RandomHorizontalFlip",
+    "RandomResize",
+    "RandomResizedCrop",
+    "RandomVerticalFlip",
+    "Resize",
+    "SaturationTransform",
+    "ShortestEdgeResize",
+    "ToMode",
+    "VisionTransform",
+]

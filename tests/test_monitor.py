@@ -1,0 +1,149 @@
+import json
+import logging
+import time
+
+import numpy as np
+import pytest
+
+from dataloader import ArrayDataset, DataLoader, Dataset, SequentialSampler, StreamDataset, StreamSampler
+from dataloader.monitor import MonitorSettings, StageSummary, verdict
+
+MODES = [
+    pytest.param(dict(num_workers=0), id="serial"),
+    pytest.param(dict(num_workers=2), id="process"),
+    pytest.param(dict(num_workers=2, worker_type="thread"), id="thread"),
+    pytest.param(dict(num_workers=2, preload=True), id="process-preload"),
+]
+
+
+class Numbers(StreamDataset):
+    def __iter__(self):
+        return iter(np.arange(40, dtype=np.int64))
+
+
+class Slow(Dataset):
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, index):
+        time.sleep(0.002)
+        return np.float32(index)
+
+
+def loaders(kind, **options):
+    if kind == "map":
+        dataset = ArrayDataset(np.arange(40))
+        return DataLoader(dataset, SequentialSampler(dataset, batch_size=4), **options)
+    return DataLoader(Numbers(), StreamSampler(batch_size=4), **options)
+
+
+def test_settings_from_env_and_megengine_aliases():
+    assert MonitorSettings.from_env({}) == MonitorSettings(None, None)
+    assert MonitorSettings.from_env({"DATALOADER_MONITOR": "1"}).log_every == 10
+    assert MonitorSettings.from_env({"MGE_DATA_MONITOR": "1", "MGE_DATA_MONITOR_FREQUENCY": "3"}).log_every == 3
+    assert MonitorSettings.from_env({"DATALOADER_MONITOR": "0", "MGE_DATA_MONITOR": "1"}).log_every is None
+    assert MonitorSettings.from_env({"DATALOADER_TRACE": "/tmp/x.json"}).trace_path == "/tmp/x.json"
+
+
+@pytest.mark.parametrize("kind", ["map", "stream"])
+@pytest.mark.parametrize("options", MODES)
+def test_monitor_env_logs_the_stage_table_every_n_batches(kind, options, monkeypatch, caplog, no_leaks):
+    monkeypatch.setenv("DATALOADER_MONITOR", "1")
+    monkeypatch.setenv("DATALOADER_MONITOR_FREQUENCY", "4")
+    parallel_stream = kind == "stream" and options.get("num_workers", 0) > 0
+    loader = loaders(kind, parallel_stream=False, **options) if not parallel_stream else loaders(kind, **options)
+    with caplog.at_level(logging.INFO, logger="dataloader"):
+        batches = list(loader)
+    assert len(batches) == 10
+    reports = [r.getMessage() for r in caplog.records if "DataLoader stages after" in r.getMessage()]
+    assert [r.split("\n")[0] for r in reports] == ["DataLoader stages after 4 batches:", "DataLoader stages after 8 batches:"]
+    for stage in ("fetch", "transform", "collate", "wait"):
+        assert f"\n{stage} " in reports[-1]
+    assert "verdict:" in reports[-1]
+    if options.get("num_workers"):
+        assert "\ntransport " in reports[-1]
+
+
+def test_monitor_is_silent_by_default(monkeypatch, caplog):
+    monkeypatch.delenv("DATALOADER_MONITOR", raising=False)
+    monkeypatch.delenv("MGE_DATA_MONITOR", raising=False)
+    with caplog.at_level(logging.INFO, logger="dataloader"):
+        list(loaders("map"))
+    assert not caplog.records
+
+
+@pytest.mark.parametrize("options", MODES)
+def test_stats_counts_batches_and_samples(options, no_leaks):
+    loader = loaders("map", **options)
+    iterator = iter(loader)
+    list(iterator)
+    stats = iterator.stats()
+    assert stats.batches == 10 and stats.samples == 40
+    assert stats.stages["fetch"].count == 10 and stats.stages["wait"].count == 10
+    assert stats.samples_per_second > 0 and 0 <= stats.wait_fraction <= 1
+    assert loader.stats().batches == 10
+    if options.get("preload"):
+        assert stats.stages["preload"].count == 10
+    if options["num_workers"]:
+        assert 0 < stats.worker_utilization <= 1
+
+
+def test_stats_before_any_epoch_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="iterate the loader first"):
+        loaders("map").stats()
+
+
+@pytest.mark.parametrize("options", MODES[:3])
+def test_trace_file_is_valid_trace_event_json_with_nested_stages(options, tmp_path, monkeypatch, no_leaks):
+    path = tmp_path / "trace.json"
+    monkeypatch.setenv("DATALOADER_TRACE", str(path))
+    list(DataLoader(Slow(), SequentialSampler(Slow(), batch_size=4), **options))
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    expected_workers = {"main process"} if options["num_workers"] == 0 else {"worker 0", "worker 1"}
+    assert names >= expected_workers | {"main: wait"}
+    slices = [e for e in events if e["ph"] == "X"]
+    assert all(isinstance(e["ts"], float) and e["dur"] >= 0 for e in slices)
+    batches = [e for e in slices if e["name"].startswith("batch ")]
+    assert len(batches) == 6
+    for batch in batches:
+        inner = [e for e in slices if e["tid"] == batch["tid"] and e["name"] in ("fetch", "transform", "collate")
+                 and batch["ts"] <= e["ts"] and e["ts"] + e["dur"] <= batch["ts"] + batch["dur"] + 1e-3]
+        assert {e["name"] for e in inner} == {"fetch", "transform", "collate"}
+    fetches = [e for e in slices if e["name"] == "fetch"]
+    assert min(e["dur"] for e in fetches) >= 4 * 2000 * 0.9  # four 2 ms samples per batch
+
+
+def summary(total, count=10):
+    return StageSummary(count, total, total / count, total / count, total / count)
+
+
+def stats(wait, workers, utilization, **stages):
+    return dict(wait_fraction=wait, num_workers=workers, worker_utilization=utilization,
+                stages={name: summary(total) for name, total in stages.items()})
+
+
+def test_verdict_consumer_bound():
+    line = verdict(stats(0.02, 2, 0.3, fetch=1.0, collate=0.1), cores=8)
+    assert line.startswith("consumer-bound") and "fewer may do" in line
+
+
+def test_verdict_input_bound_raise_workers_names_cores():
+    line = verdict(stats(0.41, 2, 0.97, fetch=3.0, transform=5.0, collate=0.1), cores=8)
+    assert line.startswith("input-bound") and "raise num_workers (8 cores available" in line
+    assert "transform dominates" in line and "41%" in line
+
+
+def test_verdict_input_bound_on_all_cores_says_make_the_stage_cheaper():
+    line = verdict(stats(0.5, 8, 0.95, fetch=9.0, transform=1.0), cores=8)
+    assert "make fetch cheaper" in line
+
+
+def test_verdict_transport_bound():
+    line = verdict(stats(0.5, 2, 0.4, fetch=0.1, collate=0.1, transport=3.0), cores=8)
+    assert line.startswith("transport-bound")
+
+
+def test_verdict_serial_input_bound():
+    line = verdict(stats(0.7, 0, None, fetch=2.0), cores=4)
+    assert line.startswith("input-bound") and "set num_workers" in line
