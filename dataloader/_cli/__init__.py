@@ -1,0 +1,7 @@
+"""The command line behind ``python -m dataloader`` and the ``dataloader`` script.
+
+- ``demo``: the README's main job (an image workload with workers, preload,
+  a progress bar and the stage table).
+- ``bench``: the tools/bench.py workloads against PyTorch.
+- ``doctor``: what this machine allows, and the settings it suggests.
+"""

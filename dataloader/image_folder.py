@@ -1,0 +1,146 @@
+"""``ImageFolder``: a labelled image dataset laid out as ``root/<class>/**/<image>``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from ._validate import check_bool
+from .dataset import Dataset
+from .errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
+
+#: Extensions read by default (compared case-insensitively); OpenCV decodes all of them.
+IMAGE_EXTENSIONS = (
+    ".bmp", ".jpeg", ".jpg", ".pgm", ".png", ".ppm", ".tif", ".tiff", ".webp",
+)  # fmt: skip
+
+
+class ImageDecodeError(DataLoaderError, OSError):
+    """An image file exists but cannot be decoded (corrupt, truncated, not an image)."""
+
+
+def has_image_extension(path: str) -> bool:
+    """The default ``check_valid_func``: the file name ends in one of ``IMAGE_EXTENSIONS``."""
+    return path.lower().endswith(IMAGE_EXTENSIONS)
+
+
+class ImageFolder(Dataset):
+    """Images in ``root/<class>/...`` with the class as label.
+
+    The classes are the sub-folders of ``root``, sorted by name; label ``i`` is
+    the ``i``-th of them. Files are found recursively (symlinked folders
+    followed) and kept when ``check_valid_func(path)`` is true (by default:
+    the extension is one of ``IMAGE_EXTENSIONS``, case-insensitive).
+
+    Item ``i`` is ``(image, label)``: the image as OpenCV decodes it, an
+    ``(H, W, 3)`` uint8 BGR array (grayscale and 16-bit files are converted),
+    and the label as ``np.int32`` or, with ``class_name=True``, the class name.
+    A file that cannot be decoded raises :class:`ImageDecodeError` naming it.
+
+    The file list is stored as NumPy arrays (one byte buffer of all paths plus
+    offsets, and an int32 label array), not as a list of Python objects. A
+    forked worker that reads a Python object writes to its reference count,
+    which copies the page it lives on: with a million ``(path, label)`` tuples
+    every worker slowly duplicates the whole list (the copy-on-write trap).
+    NumPy buffers are never written, so the workers keep sharing them.
+
+    Args:
+        root: the folder holding one sub-folder per class.
+        check_valid_func: ``path -> bool`` deciding which files are samples.
+        class_name: return the class name instead of its index.
+    """
+
+    order = ("image", "image_category")
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        check_valid_func: Callable[[str], bool] | None = None,
+        class_name: bool = False,
+    ) -> None:
+        if not isinstance(root, (str, os.PathLike)):
+            raise ArgumentTypeError(f"`root` must be a path; got {type(root).__name__}.")
+        self.root = os.path.expanduser(os.fspath(root))
+        if not os.path.isdir(self.root):
+            raise ArgumentValueError(f"`root` must be an existing folder; got {self.root!r}.")
+        if check_valid_func is not None and not callable(check_valid_func):
+            raise ArgumentTypeError(
+                f"`check_valid_func` must be None or a callable path -> bool; "
+                f"got {type(check_valid_func).__name__}."
+            )
+        self.check_valid = check_valid_func or has_image_extension
+        self.class_name = check_bool("class_name", class_name)
+        self.classes = tuple(sorted(e.name for e in os.scandir(self.root) if e.is_dir()))
+        if not self.classes:
+            raise ArgumentValueError(
+                f"`root` {self.root!r} has no class folders; ImageFolder expects "
+                "root/<class name>/<image files>."
+            )
+        self.class_dict = {name: np.int32(i) for i, name in enumerate(self.classes)}
+        self._paths, self._offsets, self.labels = self._scan()
+
+    def _scan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        encoded: list[bytes] = []
+        labels: list[int] = []
+        for label, name in enumerate(self.classes):
+            for folder, dirs, files in os.walk(os.path.join(self.root, name), followlinks=True):
+                dirs.sort()
+                for file in sorted(files):
+                    path = os.path.join(folder, file)
+                    if self.check_valid(path):
+                        encoded.append(os.fsencode(path))
+                        labels.append(label)
+        if not encoded:
+            raise ArgumentValueError(
+                f"`root` {self.root!r} has class folders {list(self.classes[:5])}"
+                f"{'...' if len(self.classes) > 5 else ''} but no files that `check_valid_func` "
+                f"accepts (default: extensions {', '.join(IMAGE_EXTENSIONS)})."
+            )
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in encoded], out=offsets[1:])
+        paths = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        return paths, offsets, np.array(labels, dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def path(self, index: int) -> str:
+        """The file of item ``index``."""
+        index = self._check_index(index)
+        return os.fsdecode(self._paths[self._offsets[index] : self._offsets[index + 1]].tobytes())
+
+    @property
+    def samples(self) -> list[tuple[str, Any]]:
+        """MegEngine's ``(path, label)`` list, built on each access (do not keep it in workers)."""
+        return [(self.path(i), self._label(i)) for i in range(len(self))]
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, Any]:
+        index = self._check_index(index)
+        return read_image(self.path(index)), self._label(index)
+
+    def _label(self, index: int) -> Any:
+        label = self.labels[index]
+        return self.classes[label] if self.class_name else label
+
+    def _check_index(self, index: int) -> int:
+        length = len(self.labels)
+        if not -length <= index < length:
+            raise IndexError(f"index {index} is out of range for ImageFolder of length {length}")
+        return int(index) + length if index < 0 else int(index)
+
+
+def read_image(path: str) -> np.ndarray:
+    """Decode ``path`` as an ``(H, W, 3)`` uint8 BGR array, or raise naming the file."""
+    import cv2  # the core imports without OpenCV; only reading images needs it
+
+    with open(path, "rb") as file:  # open() handles any path; cv2.imread does not on Windows
+        data = np.frombuffer(file.read(), dtype=np.uint8)
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        raise ImageDecodeError(
+            f"cannot decode image {path!r} ({data.size} bytes): the file is corrupt, truncated "
+            "or not an image. Remove it, or pass a `check_valid_func` that skips it."
+        )
+    return image
