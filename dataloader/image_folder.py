@@ -70,7 +70,6 @@ class ImageFolder(Dataset):
                 f"`check_valid_func` must be None or a callable path -> bool; "
                 f"got {type(check_valid_func).__name__}."
             )
-        self.check_valid = check_valid_func or has_image_extension
         self.class_name = check_bool("class_name", class_name)
         self.classes = tuple(sorted(e.name for e in os.scandir(self.root) if e.is_dir()))
         if not self.classes:
@@ -79,9 +78,10 @@ class ImageFolder(Dataset):
                 "root/<class name>/<image files>."
             )
         self.class_dict = {name: np.int32(i) for i, name in enumerate(self.classes)}
-        self._paths, self._offsets, self.labels = self._scan()
+        # The predicate is used only here, so a lambda does not stop spawn workers pickling us.
+        self._paths, self._offsets, self.labels = self._scan(check_valid_func or has_image_extension)
 
-    def _scan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _scan(self, check_valid: Callable[[str], bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         encoded: list[bytes] = []
         labels: list[int] = []
         for label, name in enumerate(self.classes):
@@ -89,7 +89,7 @@ class ImageFolder(Dataset):
                 dirs.sort()
                 for file in sorted(files):
                     path = os.path.join(folder, file)
-                    if self.check_valid(path):
+                    if check_valid(path):
                         encoded.append(os.fsencode(path))
                         labels.append(label)
         if not encoded:

@@ -17,6 +17,7 @@ import os
 import tempfile
 
 from ..errors import SharedMemoryError
+from ..memory import memory_room
 
 ALIGNMENT = 64
 
@@ -27,7 +28,18 @@ def align(offset: int) -> int:
 
 
 def create_fd(size: int, name: str) -> int:
-    """A new shared-memory file of ``size`` bytes, its pages reserved; returns its descriptor."""
+    """A new shared-memory file of ``size`` bytes, its pages reserved; returns its descriptor.
+
+    A size beyond the memory available is refused before anything is
+    reserved: reserving it would wake the OOM killer, not fail.
+    """
+    room = memory_room()
+    if size > room.available:
+        raise SharedMemoryError(
+            f"a shared segment of {size / 2**20:,.1f} MiB does not fit in the "
+            f"{room.available / 2**20:,.1f} MiB of memory available ({room.source}). "
+            "Use smaller batches, or free memory."
+        )
     fd = _anonymous_fd(name)
     try:
         os.ftruncate(fd, size)
