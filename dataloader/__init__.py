@@ -3,6 +3,8 @@
 MegEngine's ``megengine.data`` API on NumPy, with shared-memory workers.
 """
 
+from .buffer import ThreadBuffer, buffer_iterator
+from .callable_source import CallableSource
 from .collator import Collator
 from .dataset import ArrayDataset, ConcatDataset, Dataset, StreamDataset
 from .errors import (
@@ -25,12 +27,15 @@ from .sampler import (
     SequentialSampler,
     StreamSampler,
 )
+from .monitor import Stats
+from .rng import batch_rng
 from .worker import WorkerInfo, get_worker_info
 
 __all__ = [
     "ArgumentTypeError",
     "ArgumentValueError",
     "ArrayDataset",
+    "CallableSource",
     "CollateError",
     "Collator",
     "ConcatDataset",
@@ -45,10 +50,14 @@ __all__ = [
     "Sampler",
     "SequentialSampler",
     "SharedMemoryError",
+    "Stats",
     "StreamDataset",
     "StreamSampler",
+    "ThreadBuffer",
     "WorkerDiedError",
     "WorkerError",
     "WorkerInfo",
+    "batch_rng",
+    "buffer_iterator",
     "get_worker_info",
 ]

@@ -46,6 +46,11 @@ class LoaderOptions:
     device: Any = None
     framework: str | None = None
     pin_memory: bool = False
+    # Stream tools: fixed-size epochs, a background buffer, data echoing.
+    epoch_size: int | None = None
+    buffer_size: int = 0
+    buffer_on_request: bool = False
+    repeats: int = 1
 
     def __post_init__(self) -> None:
         check_non_negative_int("num_workers", self.num_workers)
@@ -71,6 +76,15 @@ class LoaderOptions:
         check_choice("worker_type", self.worker_type, WORKER_TYPES)
         check_positive_int("preload_depth", self.preload_depth)
         check_bool("pin_memory", self.pin_memory)
+        if self.epoch_size is not None:
+            check_positive_int("epoch_size", self.epoch_size)
+        check_non_negative_int("buffer_size", self.buffer_size)
+        check_bool("buffer_on_request", self.buffer_on_request)
+        if self.buffer_on_request and not self.buffer_size:
+            raise ArgumentValueError(
+                "`buffer_on_request=True` needs a buffer; got buffer_size=0. Set buffer_size >= 1."
+            )
+        check_positive_int("repeats", self.repeats)
 
     def context(self) -> multiprocessing.context.BaseContext:
         """The multiprocessing context workers start from."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 from ._validate import check_non_negative_number, check_positive_int
@@ -42,6 +43,7 @@ class BufferedIterator:
         convert: Callable[[Any], Any] | None = None,
         on_stuck: Callable[[], None] | None = None,
         name: str = "dataloader-buffer",
+        gated: bool = False,
     ) -> None:
         self._source = source
         self._size = buffer_size
@@ -52,6 +54,11 @@ class BufferedIterator:
         self._items: collections.deque = collections.deque()
         self._condition = threading.Condition()
         self._stopped = False
+        # Gated: the thread works ahead only inside allow_buffering(); otherwise
+        # it makes exactly the items the consumer asks for.
+        self._gated = gated
+        self._allowed = 0
+        self._demand = 0
         self._current: Any = _END
         self._left = 0
         self._thread = threading.Thread(target=self._produce, name=name, daemon=True)
@@ -59,24 +66,46 @@ class BufferedIterator:
 
     def _produce(self) -> None:
         try:
+            if not self._may_produce():
+                return
             for item in self._source:
                 if self._convert is not None:
                     item = self._convert(item)
-                if not self._put(item):
+                if not self._put(item) or not self._may_produce():
                     return
             self._put(_END)
         except BaseException as error:  # handed to the consumer, which re-raises it
             self._put(_Failure(error))
 
+    def _may_produce(self) -> bool:
+        """Block until the next item may be made (room in the buffer, and allowed or asked for)."""
+        with self._condition:
+            while not self._stopped and (
+                len(self._items) >= self._size or (self._gated and not self._allowed and not self._demand)
+            ):
+                self._condition.wait()
+            return not self._stopped
+
     def _put(self, item: Any) -> bool:
         with self._condition:
-            while len(self._items) >= self._size and not self._stopped:
-                self._condition.wait()
             if self._stopped:
                 return False
             self._items.append(item)
+            self._demand = 0
             self._condition.notify_all()
             return True
+
+    @contextmanager
+    def allow_buffering(self) -> Iterator[None]:
+        """Let the thread work ahead while the block runs (only matters when gated)."""
+        with self._condition:
+            self._allowed += 1
+            self._condition.notify_all()
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._allowed -= 1
 
     def __iter__(self) -> "BufferedIterator":
         return self
@@ -98,6 +127,9 @@ class BufferedIterator:
     def _get(self) -> Any:
         with self._condition:
             deadline = None if not self._timeout else time.monotonic() + self._timeout
+            if not self._items and self._gated and not self._allowed:
+                self._demand = 1
+                self._condition.notify_all()
             while not self._items:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:

@@ -8,12 +8,13 @@ from typing import Any, Callable
 
 from ._exec.iterator import LoaderIterator
 from ._device.adapters import resolve_adapter
-from ._exec.pipeline import PipelineSpec, open_epoch, start_pool
+from ._exec.pipeline import PipelineSpec, epoch_length, open_epoch, open_feed, start_pool, workers_read_stream
 from ._options import LoaderOptions
 from ._validate import check_has_apply
 from .collator import Collator
 from .dataset import StreamDataset
-from .errors import ArgumentTypeError
+from .callable_source import CallableSource
+from .errors import ArgumentTypeError, ArgumentValueError
 from .monitor import Stats
 from .sampler import SequentialSampler, StreamSampler
 from .transform import PseudoTransform
@@ -52,6 +53,10 @@ class DataLoader:
         device: Any = None,
         framework: str | None = None,
         pin_memory: bool = False,
+        epoch_size: int | None = None,
+        buffer_size: int = 0,
+        buffer_on_request: bool = False,
+        repeats: int = 1,
     ) -> None:
         self.options = LoaderOptions(
             num_workers=num_workers,
@@ -70,6 +75,10 @@ class DataLoader:
             device=device,
             framework=framework,
             pin_memory=pin_memory,
+            epoch_size=epoch_size,
+            buffer_size=buffer_size,
+            buffer_on_request=buffer_on_request,
+            repeats=repeats,
         )
         is_stream = _is_stream(dataset)
         transform = check_has_apply("transform", transform or PseudoTransform(), "Transform")
@@ -86,9 +95,11 @@ class DataLoader:
             batch_transforms=batch_transforms,
         )
         self._transform = transform
+        _check_callable_source(dataset, self._spec.sampler, self.options)
         self._epoch = 0
         self._persistent_pool: Any = None
         self._last_iterator: Any = None
+        self._feed: Any = None
 
     dataset = property(lambda self: self._spec.dataset)
     sampler = property(lambda self: self._spec.sampler)
@@ -102,9 +113,15 @@ class DataLoader:
     def __iter__(self) -> LoaderIterator:
         epoch = self._epoch
         self._epoch += 1
-        if self.options.persistent_workers and self._persistent_pool is None:
+        # Fixed-size epochs over workers' own streams keep those streams, so the workers too.
+        persistent = self.options.persistent_workers or (
+            self.options.epoch_size is not None and workers_read_stream(self._spec)
+        )
+        if persistent and self._persistent_pool is None:
             self._persistent_pool = start_pool(self._spec)
-        iterator = open_epoch(self._spec, epoch, self._persistent_pool)
+        if self._feed is None:
+            self._feed = open_feed(self._spec)
+        iterator = open_epoch(self._spec, epoch, self._persistent_pool, self._feed)
         self._last_iterator = weakref.ref(iterator)
         self._last_recorder = iterator.recorder
         return iterator
@@ -129,12 +146,31 @@ class DataLoader:
             pass
 
     def __len__(self) -> int:
-        if self._spec.is_stream:
+        length = epoch_length(self._spec)
+        if length is None:
             raise TypeError(
                 "len() of a DataLoader over a StreamDataset is undefined: a stream's length "
-                "is unknown. Count batches while iterating, or use a map-style Dataset."
+                "is unknown. Count batches while iterating, set epoch_size, or use a map-style Dataset."
             )
-        return len(self._spec.sampler)
+        return length
+
+    def allow_buffering(self) -> Any:
+        """Let the current epoch's buffer work ahead inside the block (``buffer_on_request=True``)."""
+        iterator = self._last_iterator() if self._last_iterator is not None else None
+        if iterator is None:
+            raise RuntimeError("allow_buffering() needs a running epoch: call iter(loader) first.")
+        return iterator.allow_buffering()
+
+
+def _check_callable_source(dataset: Any, sampler: Any, options: LoaderOptions) -> None:
+    if not isinstance(dataset, CallableSource):
+        return
+    dataset.check_batch_size(sampler.batch_size)
+    if options.parallel_stream:
+        raise ArgumentValueError(
+            "a CallableSource is called by the main process; `parallel_stream=True` does not apply. "
+            "Drop parallel_stream."
+        )
 
 
 def _is_stream(dataset: Any) -> bool:

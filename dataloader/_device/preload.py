@@ -48,3 +48,28 @@ class Preload:
     def close(self) -> None:
         self._buffer.close()
         self.upstream.close()
+
+
+class Buffered:
+    """Buffered mode: ``upstream`` runs ``size`` batches ahead in a background thread.
+
+    With ``on_request``, the thread works ahead only inside
+    :meth:`allow_buffering` blocks and otherwise makes just the batch asked for.
+    """
+
+    def __init__(self, upstream: Any, size: int, on_request: bool) -> None:
+        self.upstream = upstream
+        self._buffer = BufferedIterator(
+            upstream, buffer_size=size, on_stuck=upstream.close, name="dataloader-buffer", gated=on_request
+        )
+        self.allow_buffering = self._buffer.allow_buffering
+
+    def __iter__(self) -> "Buffered":
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._buffer)
+
+    def close(self) -> None:
+        self._buffer.close()
+        self.upstream.close()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from time import perf_counter
-from typing import Any
+from typing import Any, Iterator
 
 from ..monitor import Recorder, Stats
 
@@ -53,6 +54,22 @@ class LoaderIterator:
             self._executor.close()
         finally:
             self.recorder.finish()
+
+    @contextmanager
+    def allow_buffering(self) -> Iterator[None]:
+        """Let the buffer work ahead inside the block (``buffer_on_request=True``).
+
+        Use it around a step that releases the GIL (a native call, a GPU
+        kernel) so that buffering happens while the step cannot use the CPU.
+        """
+        stage = self._executor
+        while stage is not None and not hasattr(stage, "allow_buffering"):
+            stage = getattr(stage, "upstream", None)
+        if stage is None:
+            yield
+            return
+        with stage.allow_buffering():
+            yield
 
     def stats(self) -> Stats:
         """Timings of this epoch so far, with a verdict on the bottleneck."""

@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from .._device.adapters import Adapter
-from .._device.preload import Preload
+from .._device.preload import Buffered, Preload
 from .._options import LoaderOptions
 from .._stages.batch import BatchMaker
-from .._stages.consumer import Stage, apply_batch_transform
+from .._stages.consumer import Echo, Reassemble, Stage, apply_batch_transform
+from .._stages.epoch import EpochCut
 from .._stages.source import TimedStream, map_tasks, stream_tasks
 from .._stages.task import BatchTask
 from .._workers.loop import WorkerBoot
 from .._workers.pool import WorkerPool
 from .._workers.threads import ThreadWorkerPool
+from ..callable_source import CallableSource
 from ..memory import check_shm, check_worker_memory, memory_room
 from ..monitor import MonitorSettings, Recorder
 from .iterator import LoaderIterator
@@ -47,16 +49,43 @@ class PipelineSpec:
     batch_transforms: list = field(default_factory=list)
 
 
-def open_epoch(spec: PipelineSpec, epoch: int, persistent_pool: Any = None) -> LoaderIterator:
-    """The iterator of one epoch; ``persistent_pool`` is reused (not stopped) when given."""
+def open_epoch(
+    spec: PipelineSpec, epoch: int, persistent_pool: Any = None, feed: EpochCut | None = None
+) -> LoaderIterator:
+    """The iterator of one epoch.
+
+    ``persistent_pool`` is reused (not stopped) when given; ``feed`` carries
+    fixed-size epochs over from one epoch to the next.
+    """
     options = spec.options
     recorder = Recorder(options.num_workers, MonitorSettings.from_env(), options.worker_type)
     if options.num_workers == 0:
-        executor = _serial_executor(spec, epoch, recorder)
+        executor = _serial_executor(spec, epoch, recorder, feed)
     else:
         pool = persistent_pool if persistent_pool is not None else start_pool(spec)
-        executor = _parallel_executor(spec, epoch, pool, persistent_pool is None, recorder)
-    return LoaderIterator(_consumer_stages(spec, executor, recorder), epoch_length(spec), recorder)
+        executor = _parallel_executor(spec, epoch, pool, persistent_pool is None, recorder, feed)
+    stages = _consumer_stages(spec, executor, recorder)
+    return LoaderIterator(stages, epoch_length(spec), recorder)
+
+
+def open_feed(spec: PipelineSpec) -> EpochCut | None:
+    """The source that fixed-size epochs share, or None when epochs are not fixed-size."""
+    size = spec.options.epoch_size
+    if size is None or workers_read_stream(spec) or isinstance(spec.dataset, CallableSource):
+        return None
+    if not spec.is_stream:
+        return EpochCut(lambda: iter(spec.sampler), size, "indices")
+
+    def batches() -> Iterator[list]:
+        stream, closer = _open_stream(spec)
+        try:
+            for task in stream_tasks(stream, spec.sampler.batch_size, 0):
+                yield task.samples
+        finally:
+            if closer is not None:
+                closer()
+
+    return EpochCut(batches, size, "samples")
 
 
 def start_pool(spec: PipelineSpec) -> WorkerPool | ThreadWorkerPool:
@@ -76,8 +105,9 @@ def start_pool(spec: PipelineSpec) -> WorkerPool | ThreadWorkerPool:
             worker_init_fn=options.worker_init_fn,
             shm_budget=per_worker,
             name=f"{name}-w{worker_id}",
-            stream_batch_size=spec.sampler.batch_size if _workers_read_stream(spec) else None,
+            stream_batch_size=spec.sampler.batch_size if workers_read_stream(spec) else None,
             close_fds=(),
+            restart_stream=options.epoch_size is not None,
         )
         for worker_id in range(count)
     ]
@@ -90,22 +120,30 @@ def start_pool(spec: PipelineSpec) -> WorkerPool | ThreadWorkerPool:
 
 
 def epoch_length(spec: PipelineSpec) -> int | None:
-    """Batches in one epoch, or None for a stream."""
-    return None if spec.is_stream else len(spec.sampler)
+    """Batches handed out in one epoch (echoes included), or None for a stream."""
+    options = spec.options
+    if options.epoch_size is not None:
+        return options.epoch_size * options.repeats
+    return None if spec.is_stream else len(spec.sampler) * options.repeats
 
 
-def _serial_executor(spec: PipelineSpec, epoch: int, recorder: Recorder) -> SerialExecutor:
+def _serial_executor(spec: PipelineSpec, epoch: int, recorder: Recorder, feed: EpochCut | None) -> SerialExecutor:
     maker = BatchMaker(
         spec.dataset, spec.transform, spec.collator, spec.options.seed, restore_random_state=True
     )
-    tasks, closer = _main_process_tasks(spec, epoch)
+    tasks, closer = _main_process_tasks(spec, epoch, feed)
     return SerialExecutor(tasks, maker, closer, recorder)
 
 
 def _parallel_executor(
-    spec: PipelineSpec, epoch: int, pool: Any, owns_pool: bool, recorder: Recorder
+    spec: PipelineSpec, epoch: int, pool: Any, owns_pool: bool, recorder: Recorder, feed: EpochCut | None
 ) -> ParallelExecutor:
-    tasks, closer = (None, None) if _workers_read_stream(spec) else _main_process_tasks(spec, epoch)
+    if workers_read_stream(spec):
+        size = spec.options.epoch_size
+        tasks = None if size is None else (BatchTask(epoch, index) for index in range(size))
+        closer = None
+    else:
+        tasks, closer = _main_process_tasks(spec, epoch, feed)
 
     def on_close() -> None:
         if closer is not None:
@@ -117,30 +155,62 @@ def _parallel_executor(
 
 
 def _consumer_stages(spec: PipelineSpec, upstream: Any, recorder: Recorder) -> Any:
-    adapter = spec.adapter
-    if spec.options.preload:
-        upstream = Preload(upstream, adapter, spec.options.preload_depth, recorder)
+    options, adapter = spec.options, spec.adapter
+    if isinstance(spec.dataset, CallableSource):
+        upstream = Reassemble(upstream, spec.collator)
+    if options.buffer_size:
+        upstream = Buffered(upstream, options.buffer_size, options.buffer_on_request)
+    if options.preload:
+        upstream = Preload(upstream, adapter, options.preload_depth, recorder)
     elif adapter.name != "numpy":
         upstream = Stage(upstream, lambda batch: adapter.ready(adapter.convert(batch)))
     for transform in spec.batch_transforms:
         upstream = apply_batch_transform(upstream, transform)
+    if options.repeats > 1:
+        if options.num_workers == 0 and not (options.preload or options.buffer_size):
+            upstream = Buffered(upstream, 1, False)  # make the next batch while echoing this one
+        upstream = Echo(upstream, options.repeats)
     return upstream
 
 
-def _main_process_tasks(spec: PipelineSpec, epoch: int) -> tuple[Iterator[BatchTask], Any]:
+def _main_process_tasks(spec: PipelineSpec, epoch: int, feed: EpochCut | None) -> tuple[Iterator[BatchTask], Any]:
     """The epoch's tasks as the main process reads them, and a closer (or None)."""
+    if isinstance(spec.dataset, CallableSource):
+        tasks = spec.dataset.tasks(spec.sampler.batch_size, epoch)
+        return _first_batches(tasks, spec.options.epoch_size), None
+    if feed is not None:
+        return feed.tasks(epoch), None
     if not spec.is_stream:
         return map_tasks(spec.sampler, epoch), None
-    stream: Any = iter(spec.dataset)
-    closer = None
-    if spec.options.timeout > 0:
-        stream = TimedStream(stream, spec.options.timeout)
-        closer = stream.close
+    stream, closer = _open_stream(spec)
     return stream_tasks(stream, spec.sampler.batch_size, epoch), closer
 
 
-def _workers_read_stream(spec: PipelineSpec) -> bool:
-    return spec.is_stream and spec.options.parallel_stream
+def _open_stream(spec: PipelineSpec) -> tuple[Iterator, Any]:
+    stream: Any = iter(spec.dataset)
+    if spec.options.timeout > 0:
+        stream = TimedStream(stream, spec.options.timeout)
+        return stream, stream.close
+    return stream, None
+
+
+def _first_batches(tasks: Iterator[BatchTask], count: int | None) -> Iterator[BatchTask]:
+    """``tasks`` up to the end of the ``count``-th batch (a chunked batch counts once)."""
+    if count is None:
+        yield from tasks
+        return
+    done = 0
+    for task in tasks:
+        yield task
+        if task.chunk is None or task.chunk[2] == task.chunk[1] - 1:
+            done += 1
+        if done == count:
+            return
+
+
+def workers_read_stream(spec: PipelineSpec) -> bool:
+    """True when each worker reads its own copy of the stream (``parallel_stream=True``)."""
+    return spec.is_stream and spec.options.parallel_stream and not isinstance(spec.dataset, CallableSource)
 
 
 # Without a budget each worker may keep this much shared memory (a cap, not a

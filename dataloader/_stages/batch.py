@@ -15,7 +15,7 @@ import numpy as np
 
 from ..rng import _using
 from .seeding import batch_seed, seed_all, seeded_then_restored
-from .task import BatchTask
+from .task import BatchTask, Chunk
 
 
 class StageTimes(NamedTuple):
@@ -34,6 +34,14 @@ def fetch(dataset: Any, indices: list[int]) -> list[Any]:
     if getitems is not None:
         return list(getitems(indices))
     return [dataset[i] for i in indices]
+
+
+def _read(dataset: Any, task: BatchTask) -> list:
+    if task.samples is not None:
+        return task.samples
+    if task.jobs is not None:
+        return [job() for job in task.jobs]
+    return fetch(dataset, task.indices)
 
 
 @dataclass
@@ -72,12 +80,15 @@ class BatchMaker:
     def _make(self, task: BatchTask) -> Any:
         start = perf_counter()
         self.stage = "fetch"
-        samples = task.samples if task.samples is not None else fetch(self.dataset, task.indices)
+        samples = _read(self.dataset, task)
         fetched = perf_counter()
         self.stage = "transform"
         samples = self.transform.apply_batch(samples)
         transformed = perf_counter()
         self.stage = "collate"
-        batch = self.collator.apply(samples)
+        if task.chunk is not None:
+            batch: Any = Chunk(task.chunk[0], task.chunk[1], task.index, list(samples))
+        else:
+            batch = self.collator.apply(samples)
         self.timings = StageTimes(start, fetched, transformed, perf_counter(), len(samples))
         return batch

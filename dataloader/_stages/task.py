@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,12 +12,28 @@ class BatchTask:
 
     ``index`` numbers batches within an epoch in the order the source produced
     them; the reorder buffer delivers by it and seeding derives from it.
-    Exactly one of ``indices`` (map datasets) and ``samples`` (raw stream
-    samples read by the main process) is set; neither is set when a worker
-    reads its own shard of a stream (``parallel_stream=True``).
+    At most one of ``indices`` (map datasets), ``samples`` (raw stream
+    samples read by the main process) and ``jobs`` (zero-argument callables
+    from a :class:`~dataloader.CallableSource`) is set; none is set when a
+    worker reads its own shard of a stream (``parallel_stream=True``).
+    ``chunk`` marks one part of a batch split across workers: (batch number,
+    parts in that batch, this part's position); its samples come back
+    uncollated, as a :class:`Chunk`.
     """
 
     epoch: int
     index: int
     indices: list[int] | None = None
     samples: list[Any] | None = None
+    jobs: list[Callable[[], Any]] | None = None
+    chunk: tuple[int, int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Transformed but uncollated samples of one part of a batch (see ``BatchTask.chunk``)."""
+
+    batch: int
+    parts: int
+    index: int
+    samples: list[Any]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import faulthandler
-import itertools
 import os
 import signal
 import threading
@@ -24,6 +23,7 @@ from typing import Any, Callable
 from .._alloc import use_allocator
 from .._stages.batch import BatchMaker
 from .._stages.seeding import seed_all
+from .._stages.shard import ShardReader
 from .._stages.task import BatchTask
 from .._transport.arena import BumpAllocator, Segment, SegmentPool
 from .._transport.codec import LocalBatch, SharedBatch, inline, pack, split
@@ -62,6 +62,8 @@ class WorkerBoot:
     stream_batch_size: int | None
     # Under fork the child inherits the parent's end of the liveness pipe; it must close it.
     close_fds: tuple[int, ...]
+    # Fixed-size epochs: the worker's stream carries on across epochs, restarting when it ends.
+    restart_stream: bool = False
 
 
 class _Stop(Exception):
@@ -115,8 +117,11 @@ class _Worker:
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
         self.pending: collections.deque = collections.deque()
         self.expected = 0  # bytes of the largest shared batch so far: the next arena's size
-        self.stream_epoch: int | None = None
-        self.stream: Any = None
+        self.shard = (
+            ShardReader(boot.dataset, boot.stream_batch_size, boot.restart_stream)
+            if boot.stream_batch_size is not None
+            else None
+        )
 
     def start(self) -> None:
         boot = self.boot
@@ -180,17 +185,12 @@ class _Worker:
             self.conn.send(BatchDone(task.epoch, task.index, LocalBatch(batch), self.maker.timings))
 
     def _make(self, task: BatchTask) -> Any:
-        size = self.boot.stream_batch_size
-        if size is None:
+        if self.shard is None:
             return self.maker(task)
-        if task.epoch != self.stream_epoch:
-            self.stream_epoch, self.stream = task.epoch, iter(self.boot.dataset)
         self.maker.stage = "fetch"
         start = time.perf_counter()
-        samples = list(itertools.islice(self.stream, size)) if self.stream is not None else []
-        if len(samples) < size:
-            self.stream = None  # exhausted: the next task of this epoch ends it here
-        if not samples:
+        samples = self.shard.read(task.epoch)
+        if samples is None:
             return _ENDED
         batch = self.maker(BatchTask(task.epoch, task.index, samples=samples))
         self.maker.timings = self.maker.timings._replace(start=start)  # reading the stream is the fetch

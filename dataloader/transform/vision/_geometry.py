@@ -67,7 +67,7 @@ class Plan:
         sx, sy = out_w / in_w, out_h / in_h
         dx, dy = (left - cx) * sx, (top - cy) * sy
         if self.flip_horizontal:
-            sx, dx = -sx, out_w - dx
+            sx, dx = -sx, out_w - dx - 1
         if self.flip_vertical:
             sy, dy = -sy, out_h - dy
         return np.array([sx, sy]), np.array([dx, dy])
