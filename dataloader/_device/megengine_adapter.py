@@ -33,7 +33,12 @@ def make_adapter(device: Any, pin_memory: bool) -> "MegEngineAdapter":
 
 
 class MegEngineAdapter:
-    """Converts array leaves to ``megengine.Tensor`` on ``device`` (None: the default)."""
+    """Converts array leaves to ``megengine.Tensor`` on ``device`` (None: the default).
+
+    MegEngine's runtime state is per thread (a tensor made in another thread
+    fails an internal assertion), so the conversion runs in ``ready``, in the
+    consumer's thread; with preload the batch itself is still made ahead.
+    """
 
     name = "megengine"
 
@@ -41,10 +46,10 @@ class MegEngineAdapter:
         self.device = device
 
     def convert(self, batch: Any) -> Any:
-        return map_arrays(batch, self._to_tensor)
+        return batch
 
     def ready(self, batch: Any) -> Any:
-        return batch
+        return map_arrays(batch, self._to_tensor)
 
     def _to_tensor(self, array: np.ndarray) -> Any:
         return megengine.Tensor(array, device=self.device)

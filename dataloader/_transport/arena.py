@@ -120,8 +120,9 @@ class SegmentPool:
         self._segments.clear()
 
     def _make_room(self, size: int) -> bool:
-        if size > self.budget:
-            return False
+        lent = sum(s.size for s in self._segments.values() if not s.free)
+        if lent + size > self.budget:
+            return False  # retiring free segments would not be enough: keep them
         # Smallest free segments go first: they are the ones batches outgrew.
         for segment in sorted(self._segments.values(), key=lambda s: s.size):
             if self.reserved + size <= self.budget:
