@@ -14,7 +14,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (demo, bench, doctor):
         module.add_parser(commands)
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "bench":
+        args.options = rest  # tools/bench.py parses its own options
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return args.run(args)
 
 

@@ -79,9 +79,10 @@ class ImageFolder(Dataset):
             )
         self.class_dict = {name: np.int32(i) for i, name in enumerate(self.classes)}
         # The predicate is used only here, so a lambda does not stop spawn workers pickling us.
-        self._paths, self._offsets, self.labels = self._scan(check_valid_func or has_image_extension)
+        paths, offsets, labels = self._scan(check_valid_func or has_image_extension)
+        self._paths, self._offsets, self.labels = paths, offsets, labels
 
-    def _scan(self, check_valid: Callable[[str], bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _scan(self, check_valid: Callable[[str], bool]) -> tuple[np.ndarray, ...]:
         encoded: list[bytes] = []
         labels: list[int] = []
         for label, name in enumerate(self.classes):

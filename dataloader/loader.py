@@ -10,7 +10,7 @@ from ._exec.iterator import LoaderIterator
 from ._device.adapters import resolve_adapter
 from ._exec.pipeline import PipelineSpec, epoch_length, open_epoch, open_feed, start_pool, workers_read_stream
 from ._options import LoaderOptions
-from ._validate import check_has_apply
+from ._validate import check_has_apply, check_non_negative_int
 from .collator import Collator
 from .dataset import StreamDataset
 from .callable_source import CallableSource
@@ -117,6 +117,8 @@ class DataLoader:
         persistent = self.options.persistent_workers or (
             self.options.epoch_size is not None and workers_read_stream(self._spec)
         )
+        if self._persistent_pool is not None and self._persistent_pool.broken:
+            self.close()  # a worker died last epoch: start afresh rather than fail forever
         if persistent and self._persistent_pool is None:
             self._persistent_pool = start_pool(self._spec)
         if self._feed is None:
@@ -125,6 +127,17 @@ class DataLoader:
         self._last_iterator = weakref.ref(iterator)
         self._last_recorder = iterator.recorder
         return iterator
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``iter(loader)`` epoch ``epoch`` (and the sampler's, if it has ``set_epoch``).
+
+        Batch seeds derive from (seed, epoch, batch index): a resumed run that
+        sets the epoch it stopped at gets the same augmentations it would have.
+        """
+        self._epoch = check_non_negative_int("epoch", epoch)
+        set_sampler_epoch = getattr(self._spec.sampler, "set_epoch", None)
+        if set_sampler_epoch is not None:
+            set_sampler_epoch(epoch)
 
     def stats(self) -> Stats:
         """Timings of the latest epoch (see :class:`~dataloader.monitor.Stats`)."""

@@ -108,7 +108,7 @@ class Recorder:
         self.worker_type = worker_type
         self.settings = settings or MonitorSettings()
         self.started = perf_counter()
-        # (worker, index, start, fetched, transformed, collated, received, samples)
+        # (worker, index, start, fetched, transformed, collated, received, samples, transport seconds)
         self.batches: list[tuple] = []
         self.waits: list[tuple[float, float]] = []
         self.preloads: list[tuple[float, float]] = []
@@ -116,11 +116,16 @@ class Recorder:
         self.shared_memory = lambda: 0
         self._written = False
 
-    def batch_made(self, worker: int, index: int, times: Any, received: float | None = None) -> None:
+    def batch_made(
+        self, worker: int, index: int, times: Any, received: float | None = None, transport: float = 0.0
+    ) -> None:
+        """Batch ``index`` was made by ``worker`` (-1: this process) and reached the executor at ``received``."""
         if times is None:
             return
         received = times.collated if received is None else received
-        self.batches.append((worker, index, times.start, times.fetched, times.transformed, times.collated, received, times.samples))
+        self.batches.append(
+            (worker, index, times.start, times.fetched, times.transformed, times.collated, received, times.samples, transport)
+        )
 
     def preloaded(self, start: float, end: float) -> None:
         self.preloads.append((start, end))
@@ -138,14 +143,14 @@ class Recorder:
             write_trace(self, self.settings.trace_path)
 
     def snapshot(self) -> Stats:
-        made = np.array([b[2:7] for b in self.batches], dtype=np.float64).reshape(-1, 5)
+        made = np.array([b[2:7] + b[8:9] for b in self.batches], dtype=np.float64).reshape(-1, 6)
         waits = np.array(self.waits, dtype=np.float64).reshape(-1, 2)
         preloads = np.array(self.preloads, dtype=np.float64).reshape(-1, 2)
         durations = {
             "fetch": made[:, 1] - made[:, 0],
             "transform": made[:, 2] - made[:, 1],
             "collate": made[:, 3] - made[:, 2],
-            "transport": made[:, 4] - made[:, 3] if self.num_workers else np.empty(0),
+            "transport": made[:, 5] if self.num_workers else np.empty(0),
             "wait": waits[:, 1] - waits[:, 0],
             "preload": preloads[:, 1] - preloads[:, 0],
         }

@@ -1,8 +1,8 @@
 """Batch samplers: iterating one yields lists of dataset indices, one list per batch.
 
 MegEngine's names and semantics, with its bugs fixed (``len()`` ignored ``indices``; a dataset
-smaller than ``batch_size`` crashed with ``drop_last=True``; ``ReplacementSampler`` drew counts,
-not indices). An epoch's order is a pure function of ``(seed, epoch)``, so any process can rebuild
+smaller than ``batch_size`` crashed with ``drop_last=True``; MegEngine 1.x's ``ReplacementSampler``
+with weights drew counts from a multinomial, not indices). An epoch's order is a pure function of ``(seed, epoch)``, so any process can rebuild
 it. Each epoch is one NumPy array, turned into lists in large chunks, never element by element.
 """
 

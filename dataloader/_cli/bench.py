@@ -12,11 +12,9 @@ _TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench.py"
 
 
 def add_parser(commands: Any) -> None:
-    parser = commands.add_parser(
-        "bench", help="compare with PyTorch's DataLoader (options as tools/bench.py)", add_help=False
-    )
-    parser.add_argument("options", nargs=argparse.REMAINDER)
-    parser.set_defaults(run=run)
+    # Its options are the tool's own: the command line passes them through (see main()).
+    parser = commands.add_parser("bench", help="compare with PyTorch's DataLoader (options as tools/bench.py)")
+    parser.set_defaults(run=run, options=[])
 
 
 def run(args: argparse.Namespace) -> int:

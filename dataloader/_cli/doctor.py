@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(
         f"recommended: num_workers={workers} (one per usable core; the main process mostly waits), "
-        f"shm_budget={budget // _MIB} MiB (4 batches of {args.batch_bytes // _MIB} MiB in flight per worker, "
+        f"shm_budget={budget} ({budget // _MIB} MiB: 4 batches of {args.batch_bytes // _MIB} MiB in flight per worker, "
         "at most a quarter of available memory)"
     )
     for problem in problems:

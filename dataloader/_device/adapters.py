@@ -65,7 +65,8 @@ def _infer_framework(device: Any) -> str:
             return "torch"
         if device.startswith(("gpu", "xpu", "cpu")) or device == "cpux":
             return "megengine"
-    raise ArgumentTypeError(
+    error = ArgumentValueError if isinstance(device, str) else ArgumentTypeError
+    raise error(
         f"`device` must be 'cpu', a CUDA device such as 'cuda:0', a torch.device or a MegEngine "
         f"device string such as 'gpu0'; got {device!r}."
     )

@@ -72,9 +72,9 @@ class ParallelExecutor:
         self._counter = itertools.count()
         self._exhausted = False
         self._ended: set[int] = set()
-        self._waiting_for_room: set[int] = set()
         self._released: dict[int, list[int]] = {}
         self._rotation = itertools.cycle(range(len(pool.workers)))
+        self._overflows = 0
         self._closed = False
 
     def __iter__(self) -> "ParallelExecutor":
@@ -147,7 +147,7 @@ class ParallelExecutor:
         for worker_id in list(self._released):
             segment_ids = tuple(self._released.pop(worker_id))
             self._pool.send(self._pool.workers[worker_id], ReleaseSegments(segment_ids))
-            self._waiting_for_room.discard(worker_id)
+            self._pool.workers[worker_id].waiting = None
 
     # -- receiving ---------------------------------------------------------
 
@@ -183,7 +183,7 @@ class ParallelExecutor:
             while worker.conn.poll():
                 self._handle(worker, self._pool.receive(worker))
         except (EOFError, ConnectionResetError, BrokenPipeError):
-            self._pool.raise_if_dead(worker)
+            self._pool.raise_if_dead(worker, wait=1.0)
             raise
 
     def _handle(self, worker: WorkerHandle, message: Any) -> None:
@@ -196,9 +196,15 @@ class ParallelExecutor:
                 return
             self._in_flight -= 1
         if isinstance(message, BatchDone):
+            start = time.perf_counter()
             self._reorder.put(message.index, self._pool.receiver.decode(worker.id, message.payload))
             self._ready += 1
-            self._recorder.batch_made(worker.id, message.index, message.timings, time.perf_counter())
+            end = time.perf_counter()
+            times = message.timings
+            # Encoding in the worker plus decoding here; time spent queued in the socket
+            # while the consumer was busy is not the transport's cost.
+            cost = (end - start) + (max(0.0, message.sent - times.collated) if times and message.sent else 0.0)
+            self._recorder.batch_made(worker.id, message.index, times, end, cost)
         elif isinstance(message, BatchFailed):
             self._reorder.put(message.index, _Failure(message.error.rebuild()))
             self._ready += 1
@@ -206,21 +212,35 @@ class ParallelExecutor:
             self._ended.add(worker.id)
             self._reorder.skip(message.index)
         elif isinstance(message, WaitingForRoom):
-            self._waiting_for_room.add(worker.id)
+            worker.waiting = message  # on the handle: it outlives this epoch
         elif isinstance(message, InitFailed):
             raise message.error.rebuild()
 
     def _grant_overflow(self) -> None:
         """Workers waiting for room while we wait for them would wait forever: let them copy."""
-        for worker_id in sorted(self._waiting_for_room):
-            logger.warning(
-                "DataLoader worker %d: its shared-memory budget is full of batches the training "
-                "loop still holds; sending this batch through a pipe instead (slower). Drop "
-                "references to old batches, or raise shm_budget.",
-                worker_id,
-            )
-            self._pool.send(self._pool.workers[worker_id], Overflow())
-        self._waiting_for_room.clear()
+        for worker in self._pool.workers:
+            waiting, worker_id = worker.waiting, worker.id
+            if waiting is None:
+                continue
+            worker.waiting = None
+            self._overflows += 1
+            log = logger.warning if self._overflows == 1 else logger.debug  # once per epoch
+            if waiting.needed > waiting.budget:
+                log(
+                    "DataLoader worker %d: a batch of %.1f MiB is larger than its shared-memory "
+                    "budget of %.1f MiB; sending batches through a pipe instead (slower). Raise "
+                    "shm_budget to at least %d bytes (it is split between the workers).",
+                    worker_id, waiting.needed / 2**20, waiting.budget / 2**20,
+                    2 * waiting.needed * len(self._pool.workers),
+                )
+            else:
+                log(
+                    "DataLoader worker %d: its shared-memory budget is full of batches the training "
+                    "loop still holds; sending batches through a pipe instead (slower). Drop "
+                    "references to old batches, or raise shm_budget.",
+                    worker_id,
+                )
+            self._pool.send(worker, Overflow())
 
     def _timeout_error(self) -> LoaderTimeoutError:
         lines = [

@@ -36,6 +36,14 @@ def fetch(dataset: Any, indices: list[int]) -> list[Any]:
     return [dataset[i] for i in indices]
 
 
+def _transform(transform: Any, samples: list) -> list:
+    """``apply_batch`` where the transform has one, else ``apply`` on each sample."""
+    apply_batch = getattr(transform, "apply_batch", None)
+    if apply_batch is not None:
+        return apply_batch(samples)
+    return [transform.apply(sample) for sample in samples]
+
+
 def _read(dataset: Any, task: BatchTask) -> list:
     if task.samples is not None:
         return task.samples
@@ -83,7 +91,7 @@ class BatchMaker:
         samples = _read(self.dataset, task)
         fetched = perf_counter()
         self.stage = "transform"
-        samples = self.transform.apply_batch(samples)
+        samples = _transform(self.transform, samples)
         transformed = perf_counter()
         self.stage = "collate"
         if task.chunk is not None:

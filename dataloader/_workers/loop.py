@@ -73,6 +73,7 @@ class _Stop(Exception):
 def run_worker(boot: WorkerBoot, conn: Connection, parent_alive: Connection, stack_out: Connection) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for fd in boot.close_fds:
         try:
             os.close(fd)
@@ -151,8 +152,9 @@ class _Worker:
     def _run(self, task: BatchTask) -> None:
         if self.local:
             return self._run_local(task)
-        allocator = self._arena()
+        allocator = None
         try:
+            allocator = self._arena()
             with use_allocator(allocator) if allocator is not None else _nothing():
                 batch = self._make(task)
             if batch is _ENDED:
@@ -166,12 +168,18 @@ class _Worker:
             self._give_back(allocator)
             self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
             return
-        payload = pack(meta, raws, self.pool, allocator)
-        while payload is None:
-            payload = self._wait_for_room(meta, raws, allocator)
+        try:
+            payload = pack(meta, raws, self.pool, allocator)
+            while payload is None:
+                payload = self._wait_for_room(meta, raws, allocator)
+        except Exception as error:  # e.g. no memory left for a segment
+            self._give_back(allocator)
+            self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, "transport")))
+            return
         if isinstance(payload, SharedBatch):
             self.expected = max(self.expected, payload.nbytes)
-        self.conn.send(BatchDone(task.epoch, task.index, payload, self.maker.timings))
+        sent = time.perf_counter()
+        self.conn.send(BatchDone(task.epoch, task.index, payload, self.maker.timings, sent))
 
     def _run_local(self, task: BatchTask) -> None:
         try:
@@ -182,7 +190,8 @@ class _Worker:
         if batch is _ENDED:
             self.conn.send(StreamEnded(task.epoch, task.index))
         else:
-            self.conn.send(BatchDone(task.epoch, task.index, LocalBatch(batch), self.maker.timings))
+            timings = self.maker.timings
+            self.conn.send(BatchDone(task.epoch, task.index, LocalBatch(batch), timings, timings.collated))
 
     def _make(self, task: BatchTask) -> Any:
         if self.shard is None:
@@ -208,7 +217,7 @@ class _Worker:
 
     def _wait_for_room(self, meta: bytes, raws: list, allocator: BumpAllocator | None) -> Any:
         """Block until the user drops a batch, or the main process says to send it inline."""
-        self.conn.send(WaitingForRoom(sum(r.nbytes for r in raws), self.pool.reserved))
+        self.conn.send(WaitingForRoom(sum(r.nbytes for r in raws), self.pool.reserved, self.pool.budget))
         while True:
             message = self.conn.recv()
             if isinstance(message, (ReleaseSegments, RunTask)):

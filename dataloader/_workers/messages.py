@@ -66,6 +66,8 @@ class BatchDone:
     index: int
     payload: InlineBatch | SharedBatch | LocalBatch
     timings: StageTimes | None = None
+    # perf_counter when the worker sent it: collated..sent is the worker's transport time.
+    sent: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +91,4 @@ class WaitingForRoom:
 
     needed: int
     reserved: int
+    budget: int

@@ -9,6 +9,7 @@ the main process: its end closes when the main process dies, however.
 from __future__ import annotations
 
 import logging
+import multiprocessing.resource_tracker
 import os
 import pickle
 import select
@@ -41,6 +42,8 @@ class WorkerHandle:
     stack_in: Connection
     # Task indices sent to this worker and not yet answered, oldest first.
     outstanding: dict = field(default_factory=dict)
+    # Set while the worker waits for shared-memory room (a WaitingForRoom message).
+    waiting: Any = None
 
     @property
     def pid(self) -> int:
@@ -60,14 +63,15 @@ class WorkerPool:
     """``num_workers`` processes running :func:`run_worker`, and the receiver of their segments."""
 
     def __init__(self, boots: list[WorkerBoot], context: Any) -> None:
+        method = context.get_start_method()
+        if method != "fork":
+            _check_picklable(boots[0], method)
         self.receiver = Receiver()
         self.workers: list[WorkerHandle] = []
         self._context = context
         self._alive_in, self._alive_out = context.Pipe(duplex=False)
         self._stopping = False
-        method = context.get_start_method()
-        if method != "fork":
-            _check_picklable(boots[0], method)
+        self.broken = False  # a worker died: a persistent loader must not reuse this pool
         try:
             for boot in boots:
                 if method == "fork":
@@ -87,7 +91,14 @@ class WorkerPool:
             name=f"dataloader-worker-{boot.worker_id}",
             daemon=True,
         )
-        process.start()
+        if self._context.get_start_method() != "fork":
+            # Started first: its ensure_running() unblocks SIGINT on its way out.
+            multiprocessing.resource_tracker.ensure_running()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         worker_end.close()
         stack_out.close()
         os.set_blocking(stack_in.fileno(), False)
@@ -97,7 +108,7 @@ class WorkerPool:
         try:
             worker.conn.send(message)
         except (BrokenPipeError, ConnectionResetError, OSError):
-            self.raise_if_dead(worker)
+            self.raise_if_dead(worker, wait=1.0)
             raise
 
     def receive(self, worker: WorkerHandle) -> Any:
@@ -112,13 +123,16 @@ class WorkerPool:
             return None
         return message
 
-    def raise_if_dead(self, worker: WorkerHandle) -> None:
+    def raise_if_dead(self, worker: WorkerHandle, wait: float = 0.0) -> None:
         """Raise :class:`WorkerDiedError` if ``worker`` has exited."""
         process = worker.process
-        if process.is_alive():
+        process.join(wait)
+        if process.exitcode is None:
             return
-        process.join(0)
-        raise WorkerDiedError(death_message(worker.id, process.pid, process.exitcode))
+        self.broken = True
+        error = WorkerDiedError(death_message(worker.id, process.pid, process.exitcode))
+        error.worker_id, error.pid = worker.id, process.pid
+        raise error
 
     def stack(self, worker: WorkerHandle, wait: float = 1.0) -> str:
         """The worker's current Python stack (faulthandler), or '' if it cannot be had."""

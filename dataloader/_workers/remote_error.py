@@ -25,8 +25,10 @@ class RemoteError:
     """An exception captured in a worker, in a form that always pickles."""
 
     type_name: str
-    exc_type: Any  # the class, or None when it does not pickle by reference
-    args: Any  # the exception's args, or None when they do not pickle
+    exc_type: bytes | None  # the pickled class, or None when it does not pickle by reference
+    args: bytes | None  # the pickled args, or None when they do not pickle
+    init_args: bytes | None  # what __reduce__ rebuilds it from (OSError's filename, ...)
+    state: bytes | None  # the pickled __dict__ (attributes set by __init__)
     traceback: str
     worker_id: int
     pid: int
@@ -39,8 +41,10 @@ class RemoteError:
     ) -> "RemoteError":
         return cls(
             type_name=type(error).__name__,
-            exc_type=_if_pickles(type(error)),
-            args=_if_pickles(error.args),
+            exc_type=_dumps(type(error)),
+            args=_dumps(error.args),
+            init_args=_dumps(_init_args(error)),
+            state=_dumps(getattr(error, "__dict__", None) or None),
             traceback="".join(traceback.format_exception(error)),
             worker_id=worker_id,
             pid=pid,
@@ -58,7 +62,9 @@ class RemoteError:
 
     def rebuild(self) -> WorkerError:
         """The exception to raise in the main process."""
-        error = _instantiate(self.exc_type, self.args, self.message())
+        error = _instantiate(
+            _loads(self.exc_type), _loads(self.args), _loads(self.init_args), _loads(self.state), self.message()
+        )
         error.worker_id = self.worker_id
         error.pid = self.pid
         error.indices = self.indices
@@ -73,20 +79,41 @@ def _brief(indices: list, shown: int = 16) -> str:
     return f"[{head}, ... ({len(indices)} in all)]"
 
 
-def _if_pickles(value: Any) -> Any:
+def _dumps(value: Any) -> bytes | None:
     try:
-        pickle.loads(pickle.dumps(value))
+        return pickle.dumps(value)
     except Exception:
         return None
-    return value
 
 
-def _instantiate(exc_type: Any, args: Any, message: str) -> WorkerError:
+def _loads(data: bytes | None) -> Any:
+    try:
+        return pickle.loads(data) if data is not None else None
+    except Exception:
+        return None
+
+
+def _init_args(error: BaseException) -> Any:
+    try:
+        reduced = error.__reduce_ex__(2)
+        return tuple(reduced[1]) if reduced[0] is type(error) else error.args
+    except Exception:
+        return error.args
+
+
+def _instantiate(exc_type: Any, args: Any, init_args: Any, state: Any, message: str) -> WorkerError:
     combined = _combined_type(exc_type)
     if combined is not None:
+        ctor = init_args if init_args is not None else args
         try:
-            error = combined.__new__(combined, *(args or (message,)))
+            error = combined.__new__(combined, *(ctor or (message,)))
+            try:
+                exc_type.__init__(error, *(ctor or ()))
+            except Exception:
+                pass
             error.args = tuple(args) if args is not None else (message,)
+            if isinstance(state, dict):
+                error.__dict__.update(state)
             error._message = message
             return error
         except Exception:

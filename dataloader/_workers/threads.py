@@ -104,6 +104,8 @@ class ThreadHandle:
     conn: _End
     shared: _Shared
     outstanding: dict = field(default_factory=dict)
+    # Set while the worker waits for shared-memory room (a WaitingForRoom message).
+    waiting: Any = None
 
     @property
     def pid(self) -> int:
@@ -125,6 +127,7 @@ class ThreadWorkerPool:
         self.receiver = Receiver()
         self.workers = [self._start(boot) for boot in boots]
         self._stopping = False
+        self.broken = False
 
     def _start(self, boot: WorkerBoot) -> ThreadHandle:
         shared = _Shared()
@@ -144,9 +147,11 @@ class ThreadWorkerPool:
     def receive(self, worker: ThreadHandle) -> Any:
         return worker.conn.recv()
 
-    def raise_if_dead(self, worker: ThreadHandle) -> None:
+    def raise_if_dead(self, worker: ThreadHandle, wait: float = 0.0) -> None:
+        worker.thread.join(wait)
         if worker.thread.is_alive():
             return
+        self.broken = True
         raise WorkerDiedError(
             f"DataLoader {worker.label} exited unexpectedly: something in the dataset, transform "
             "or collator raised SystemExit or another BaseException."

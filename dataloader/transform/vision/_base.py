@@ -38,7 +38,7 @@ class VisionTransform(Transform):
 
             * ``"image"``: ``(H, W, C)`` array, uint8 or float32 in [0, 255], BGR for colour ops.
             * ``"boxes"``: ``(N, 4)`` float array of ``x0, y0, x1, y1`` corners.
-            * ``"mask"``: ``(H, W, 1)`` segmentation map.
+            * ``"mask"``: ``(H, W, 1)`` segmentation map, any dtype (resized by nearest neighbour).
             * ``"keypoints"``: ``(N, K, 3)`` array of ``x, y, visibility``.
             * ``"polygons"``: a list (instances) of lists of ``(M, 2)`` ``x, y`` arrays.
             * ``"coords"``: ``(N, 2)`` array of ``x, y`` points.
@@ -75,7 +75,8 @@ class VisionTransform(Transform):
             return _DEFAULT_ORDER
         if isinstance(order, str) or not is_sequence(order):
             raise ArgumentTypeError(
-                f"`order` must be a sequence of field names such as ('image', 'boxes'); got {order!r}."
+                "`order` must be a sequence of field names such as ('image', 'boxes'); "
+                f"got {order!r}."
             )
         for name in order:
             if not isinstance(name, str):

@@ -134,7 +134,7 @@ class ColorJitter(PhotometricTransform):
 
     def __init__(self, brightness=0, contrast=0, saturation=0, hue=0, *, order=None) -> None:
         super().__init__(order)
-        values = {"brightness": brightness, "contrast": contrast, "saturation": saturation, "hue": hue}
+        values = dict(brightness=brightness, contrast=contrast, saturation=saturation, hue=hue)
         for name, value in values.items():
             setattr(self, name, value)
         self._parts = []

@@ -16,9 +16,10 @@ import numpy as np
 
 from ...errors import ArgumentValueError
 
-#: The mask interpolation: nearest neighbour with pixel centres at +0.5, which
-#: keeps masks aligned with coordinates (plain ``INTER_NEAREST`` shifts them).
-MASK_INTERPOLATION = cv2.INTER_NEAREST_EXACT
+#: The dtypes OpenCV's array functions take; others (bool, int64, ...) go through NumPy.
+_CV2_DTYPES = frozenset(
+    np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64)
+)
 
 
 def keep3d(array: np.ndarray) -> np.ndarray:
@@ -40,11 +41,27 @@ def resize(image: np.ndarray, height: int, width: int, interpolation: int) -> np
     return keep3d(cv2.resize(image, (width, height), interpolation=interpolation))
 
 
+def resize_nearest(array: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Nearest-neighbour resize sampling at pixel centres (for masks, of any dtype).
+
+    Output pixel ``i`` takes input pixel ``floor((i + 0.5) * H / height)``, so a
+    mask stays aligned with coordinates scaled by ``height / H``.
+    """
+    if array.shape[0] == height and array.shape[1] == width:
+        return array
+    return array[_centres(height, array.shape[0])[:, None], _centres(width, array.shape[1])]
+
+
+def _centres(count: int, source: int) -> np.ndarray:
+    index = ((np.arange(count) + 0.5) * (source / count)).astype(np.intp)
+    return np.minimum(index, source - 1)
+
+
 def flip(image: np.ndarray, horizontal: bool, vertical: bool) -> np.ndarray:
     if not (horizontal or vertical):
         return image
     code = -1 if horizontal and vertical else (1 if horizontal else 0)
-    if image.shape[2] > 4:  # OpenCV flips up to 4 channels at full speed; NumPy for the rest
+    if image.shape[2] > 4 or image.dtype not in _CV2_DTYPES:  # NumPy for what OpenCV can't take
         return np.ascontiguousarray(image[:: -1 if vertical else 1, :: -1 if horizontal else 1])
     return keep3d(cv2.flip(image, code))
 
@@ -69,10 +86,36 @@ def pad(
                 f"has {channels} channels; give one number or at least one per channel."
             )
         values = values[:channels]
+    if values.ndim == 0:
+        values = np.full(channels, values)
+    image = image.astype(dtype, copy=False)
+    if channels <= 4 and image.dtype in _CV2_DTYPES:
+        # One pass in OpenCV; NumPy's fill broadcasts over a 3-long axis, ~50x slower.
+        fill = tuple(float(v) for v in values) + (0.0,) * (4 - channels)
+        border = cv2.BORDER_CONSTANT
+        return keep3d(cv2.copyMakeBorder(image, top, bottom, left, right, border, value=fill))
     out = np.empty((height + top + bottom, width + left + right, channels), dtype=dtype)
     out[...] = values
     out[top : top + height, left : left + width] = image
     return out
+
+
+def to_chw(array: np.ndarray) -> np.ndarray:
+    """HWC -> contiguous CHW, one channel plane at a time (faster than a strided transpose)."""
+    out = np.empty((array.shape[2],) + array.shape[:2], dtype=array.dtype)
+    for channel in range(array.shape[2]):
+        out[channel] = array[:, :, channel]
+    return out
+
+
+def add_noise(image: np.ndarray, noise: np.ndarray, scale: float, shift: float) -> np.ndarray:
+    """``image + noise * scale + shift`` saturated to [0, 255], in the image's dtype (one pass)."""
+    if image.dtype == np.uint8:
+        return keep3d(cv2.addWeighted(noise, scale, image, 1.0, shift, dtype=cv2.CV_8U))
+    noise *= np.float32(scale)
+    noise += np.float32(shift)
+    noise += image
+    return to_dtype(noise, image.dtype)
 
 
 def to_gray(image: np.ndarray) -> np.ndarray:
@@ -113,7 +156,9 @@ def blend_gray(image: np.ndarray, alpha: float) -> np.ndarray:
 def shift_hue(image: np.ndarray, fraction: float) -> np.ndarray:
     """Rotate the hue by ``fraction`` of a turn (negative turns the other way)."""
     if image.shape[2] != 3:
-        raise ArgumentValueError(f"HueTransform needs a 3-channel BGR image; got shape {image.shape}.")
+        raise ArgumentValueError(
+            f"HueTransform needs a 3-channel BGR image; got shape {image.shape}."
+        )
     if image.dtype == np.uint8:
         hsv = cv2.cvtColor(image, cv2.COLOR_BGR2HSV_FULL)
         # Python's % is never negative, so a negative shift wraps instead of overflowing.
@@ -136,12 +181,15 @@ def channel_affine(image: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> n
         )
     scale = np.broadcast_to(scale, (channels,))
     shift = np.broadcast_to(shift, (channels,))
+    out = image.astype(np.float32)  # a new array, written in place from here on
     if channels <= 4:  # one fused pass in OpenCV; NumPy broadcasting over a 3-long axis is slow
         matrix = np.zeros((channels, channels + 1), dtype=np.float64)
         matrix[np.arange(channels), np.arange(channels)] = scale
         matrix[:, channels] = shift
-        return keep3d(cv2.transform(image.astype(np.float32, copy=False), matrix))
-    return image.astype(np.float32) * scale.astype(np.float32) + shift.astype(np.float32)
+        return keep3d(cv2.transform(out, matrix, dst=out))
+    out *= scale.astype(np.float32)
+    out += shift.astype(np.float32)
+    return out
 
 
 def add_per_channel(image: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -40,19 +40,24 @@ class Plan:
     flip_horizontal: bool = False
     flip_vertical: bool = False
 
-    def run(self, array: np.ndarray, fill: Any, interpolation: int) -> np.ndarray:
+    def run(self, array: np.ndarray, fill: Any, interpolation: int | None) -> np.ndarray:
+        """Apply the plan; ``interpolation=None`` resizes by nearest neighbour (masks)."""
         if self.pad != _NO_PAD:
             array = F.pad(array, self.pad, fill)
         if self.crop is not None:
             y, x, h, w = self.crop
             array = array[y : y + h, x : x + w]
         if self.size is not None:
-            array = F.resize(array, self.size[0], self.size[1], interpolation)
+            if interpolation is None:
+                array = F.resize_nearest(array, *self.size)
+            else:
+                array = F.resize(array, self.size[0], self.size[1], interpolation)
         return F.flip(array, self.flip_horizontal, self.flip_vertical)
 
     def output_size(self) -> tuple[int, int]:
-        if self.size is not None:
-            return self.size
+        return self.size if self.size is not None else self._size_before_resize()
+
+    def _size_before_resize(self) -> tuple[int, int]:
         if self.crop is not None:
             return self.crop[2], self.crop[3]
         top, bottom, left, right = self.pad
@@ -63,18 +68,14 @@ class Plan:
         top, _, left, _ = self.pad
         cy, cx = self.crop[:2] if self.crop is not None else (0, 0)
         out_h, out_w = self.output_size()
-        in_h, in_w = self.crop[2:] if self.crop is not None else self.output_size_before_resize()
+        in_h, in_w = self._size_before_resize()
         sx, sy = out_w / in_w, out_h / in_h
         dx, dy = (left - cx) * sx, (top - cy) * sy
         if self.flip_horizontal:
-            sx, dx = -sx, out_w - dx - 1
+            sx, dx = -sx, out_w - dx
         if self.flip_vertical:
             sy, dy = -sy, out_h - dy
         return np.array([sx, sy]), np.array([dx, dy])
-
-    def output_size_before_resize(self) -> tuple[int, int]:
-        top, bottom, left, right = self.pad
-        return self.height + top + bottom, self.width + left + right
 
 
 class AxisAlignedTransform(VisionTransform):
@@ -87,7 +88,7 @@ class AxisAlignedTransform(VisionTransform):
         return plan.run(image, self._fill, plan.interpolation)
 
     def _apply_mask(self, mask: np.ndarray, plan: Plan) -> np.ndarray:
-        return plan.run(np.asarray(mask), self._mask_fill, F.MASK_INTERPOLATION)
+        return plan.run(np.asarray(mask), self._mask_fill, None)
 
     def _apply_coords(self, coords: Any, plan: Plan) -> np.ndarray:
         coords = as_float(coords, "coords", 2)

@@ -36,10 +36,10 @@ class ToMode(VisionTransform):
         self.mode = mode
 
     def _apply_image(self, image: np.ndarray, params: Any) -> np.ndarray:
-        return np.ascontiguousarray(image.transpose(2, 0, 1))
+        return F.to_chw(image)
 
     def _apply_mask(self, mask: Any, params: Any) -> np.ndarray:
-        return np.ascontiguousarray(np.asarray(mask).transpose(2, 0, 1))
+        return F.to_chw(np.asarray(mask))
 
     def _apply_coords(self, coords: Any, params: Any) -> Any:
         return coords
@@ -96,12 +96,9 @@ class GaussianNoise(PhotometricTransform):
 
     def _apply_image(self, image: np.ndarray, noise: np.ndarray) -> np.ndarray:
         if self.mean.size == 1 and self.std.size == 1:
-            noise *= np.float32(self.std[0] * 255)
-            noise += np.float32(self.mean[0] * 255)
-        else:
-            noise = F.channel_affine(noise, self.std * 255.0, self.mean * 255.0)
-        noise += image
-        return F.to_dtype(noise, image.dtype)
+            return F.add_noise(image, noise, float(self.std[0]) * 255, float(self.mean[0]) * 255)
+        noise = F.channel_affine(noise, self.std * 255.0, self.mean * 255.0)
+        return F.add_noise(image, noise, 1.0, 0.0)
 
 
 class Lighting(PhotometricTransform):
@@ -137,5 +134,7 @@ class Lighting(PhotometricTransform):
         if offsets is None:
             return image
         if image.shape[2] != 3:
-            raise ArgumentValueError(f"Lighting needs a 3-channel BGR image; got shape {image.shape}.")
+            raise ArgumentValueError(
+                f"Lighting needs a 3-channel BGR image; got shape {image.shape}."
+            )
         return F.add_per_channel(image, offsets)

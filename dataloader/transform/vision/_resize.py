@@ -2,7 +2,8 @@
 
 Images are resized with OpenCV (``interpolation``: one ``cv2.INTER_*`` flag,
 or a sequence of them, one drawn per sample); masks with nearest neighbour
-(``cv2.INTER_NEAREST_EXACT``, centred like the coordinates).
+sampled at pixel centres, which keeps them aligned with the coordinates and
+works for any mask dtype.
 """
 
 from __future__ import annotations
