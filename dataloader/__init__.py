@@ -12,11 +12,13 @@ from .errors import (
     ArgumentValueError,
     CollateError,
     DataLoaderError,
+    ImageDecodeError,
     LoaderTimeoutError,
     SharedMemoryError,
     WorkerDiedError,
     WorkerError,
 )
+from .image_folder import ImageFolder
 from .loader import DataLoader
 from .sampler import (
     Infinite,
@@ -42,6 +44,8 @@ __all__ = [
     "DataLoader",
     "DataLoaderError",
     "Dataset",
+    "ImageDecodeError",
+    "ImageFolder",
     "Infinite",
     "LoaderTimeoutError",
     "MapSampler",

@@ -46,5 +46,9 @@ class LoaderTimeoutError(DataLoaderError, TimeoutError, RuntimeError):
     """No batch arrived within ``timeout`` seconds."""
 
 
+class ImageDecodeError(DataLoaderError, OSError):
+    """An image file exists but cannot be decoded (corrupt, truncated, not an image)."""
+
+
 class SharedMemoryError(DataLoaderError, RuntimeError):
     """The shared-memory transport cannot get the room it needs."""

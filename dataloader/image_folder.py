@@ -9,16 +9,12 @@ import numpy as np
 
 from ._validate import check_bool
 from .dataset import Dataset
-from .errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
+from .errors import ArgumentTypeError, ArgumentValueError, ImageDecodeError
 
 #: Extensions read by default (compared case-insensitively); OpenCV decodes all of them.
 IMAGE_EXTENSIONS = (
     ".bmp", ".jpeg", ".jpg", ".pgm", ".png", ".ppm", ".tif", ".tiff", ".webp",
 )  # fmt: skip
-
-
-class ImageDecodeError(DataLoaderError, OSError):
-    """An image file exists but cannot be decoded (corrupt, truncated, not an image)."""
 
 
 def has_image_extension(path: str) -> bool:

@@ -53,6 +53,8 @@ class BrightnessTransform(_Factor):
     Args:
         value: ``v >= 0`` (factor in ``[max(0, 1 - v), 1 + v]``) or ``[min, max]``.
         order: see :class:`VisionTransform`.
+
+    Image: same shape and dtype (uint8 or float32 in [0, 255]), saturated.
     """
 
     @staticmethod
@@ -66,6 +68,8 @@ class ContrastTransform(_Factor):
     Args:
         value: ``v >= 0`` (factor in ``[max(0, 1 - v), 1 + v]``) or ``[min, max]``.
         order: see :class:`VisionTransform`.
+
+    Image: same shape and dtype (uint8 or float32 in [0, 255]), saturated.
     """
 
     @staticmethod
@@ -80,6 +84,8 @@ class SaturationTransform(_Factor):
     Args:
         value: ``v >= 0`` (factor in ``[max(0, 1 - v), 1 + v]``) or ``[min, max]``.
         order: see :class:`VisionTransform`.
+
+    Image: same shape and dtype (uint8 or float32 in [0, 255]), saturated.
     """
 
     @staticmethod
@@ -97,6 +103,8 @@ class HueTransform(_Factor):
     Args:
         value: ``0 <= v <= 0.5`` (shift in ``[-v, v]``) or ``[min, max]`` within ``[-0.5, 0.5]``.
         order: see :class:`VisionTransform`.
+
+    Image: 3-channel BGR, same shape and dtype.
     """
 
     @staticmethod
