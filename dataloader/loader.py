@@ -117,8 +117,10 @@ class DataLoader:
         persistent = self.options.persistent_workers or (
             self.options.epoch_size is not None and workers_read_stream(self._spec)
         )
-        if self._persistent_pool is not None and self._persistent_pool.broken:
-            self.close()  # a worker died last epoch: start afresh rather than fail forever
+        if self._persistent_pool is not None:
+            self._close_last_iterator()  # its workers are about to serve this epoch
+            if self._persistent_pool.broken:
+                self.close()  # a worker died last epoch: start afresh rather than fail forever
         if persistent and self._persistent_pool is None:
             self._persistent_pool = start_pool(self._spec)
         if self._feed is None:
@@ -145,6 +147,11 @@ class DataLoader:
         if recorder is None:
             raise RuntimeError("stats() needs an epoch: iterate the loader first.")
         return recorder.snapshot()
+
+    def _close_last_iterator(self) -> None:
+        iterator = self._last_iterator() if self._last_iterator is not None else None
+        if iterator is not None:
+            iterator.close()
 
     def close(self) -> None:
         """Stop persistent workers, if any. Iterators stop their own workers."""

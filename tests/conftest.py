@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 
 import pytest
 
 from tests.harness import LeakCheck
+
+
+@pytest.fixture(scope="session", autouse=True)
+def multiprocessing_helpers():
+    """Start multiprocessing's own helper processes before any leak snapshot is taken.
+
+    The spawn and forkserver start methods start, once per interpreter, a
+    resource tracker and a fork server that live until the interpreter exits.
+    They are not the loader's, but the first test to start a worker that way
+    would otherwise see them as leaked processes and descriptors.
+    """
+    multiprocessing.resource_tracker.ensure_running()
+    multiprocessing.forkserver.ensure_running()
 
 
 @pytest.fixture

@@ -84,8 +84,9 @@ def _fds() -> dict[str, str]:
 
 
 def _shm() -> set[str]:
+    """Our entries in /dev/shm (the directory is machine-wide: other programs use it too)."""
     try:
-        return set(os.listdir("/dev/shm"))
+        return {name for name in os.listdir("/dev/shm") if name.startswith("dataloader")}
     except OSError:
         return set()
 

@@ -1,0 +1,313 @@
+"""Parallel execution over map datasets: same batches as serial, in either transport path.
+
+Also: ``in_order=False``, the ``prefetch_factor`` bound, ``get_worker_info`` and
+``worker_init_fn`` inside workers.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+import os
+import time
+
+import numpy as np
+import pytest
+
+from dataloader import DataLoader, RandomSampler, SequentialSampler, StreamSampler, get_worker_info
+from dataloader._transport.codec import INLINE_LIMIT
+from tests.harness import assert_parallel_equals_serial, assert_same_batches, collect, owned
+
+from ._fixtures import (
+    ArrowCollator,
+    CountingStream,
+    GatedDataset,
+    LoggingDataset,
+    NestedDataset,
+    WhoAmIDataset,
+    read_lines,
+    record_init,
+)
+
+SMALL = (3, 8, 8)  # 4 samples: ~1 KiB per batch, far below the inline limit
+LARGE = (3, 64, 64)  # 32 samples: 384 KiB of images per batch, the shared-memory path
+
+
+def _nbytes(batch) -> int:
+    if isinstance(batch, np.ndarray):
+        return batch.nbytes
+    if isinstance(batch, dict):
+        return sum(_nbytes(v) for v in batch.values())
+    if isinstance(batch, (list, tuple)):
+        return sum(_nbytes(v) for v in batch)
+    return 0
+
+
+def _root(array: np.ndarray):
+    """The object at the end of ``array``'s ``.base`` chain (through memoryviews)."""
+    base = array
+    while True:
+        if isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        elif isinstance(base, memoryview) and base.obj is not None:
+            base = base.obj
+        else:
+            return base
+
+
+def _nested_loader(length, image_shape, batch_size, drop_last=False, sampler_kind="sequential", **kwargs):
+    dataset = NestedDataset(length, image_shape)
+    if sampler_kind == "random":
+        sampler = RandomSampler(dataset, batch_size=batch_size, drop_last=drop_last, seed=7)
+    else:
+        sampler = SequentialSampler(dataset, batch_size=batch_size, drop_last=drop_last)
+    return DataLoader(dataset, sampler, **kwargs)
+
+
+# -- parallel == serial ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "image_shape, batch_size",
+    [pytest.param(SMALL, 4, id="inline"), pytest.param(LARGE, 32, id="shared")],
+)
+def test_nested_samples_match_serial(no_leaks, start_method, image_shape, batch_size):
+    # 70 samples: a final short batch in both sizes.
+    make = functools.partial(_nested_loader, 70, image_shape, batch_size, multiprocessing_context=start_method)
+    serial = assert_parallel_equals_serial(make)
+    assert len(serial) == -(-70 // batch_size)
+    assert len(serial[-1]["label"]) == 70 % batch_size
+    assert type(serial[0]["meta"][2]).__name__ == "Point"
+    assert serial[0]["name"][:2] == ["sample-0", "sample-1"]
+
+
+@pytest.mark.parametrize("image_shape, batch_size", [(SMALL, 4), (LARGE, 32)], ids=["small", "large"])
+def test_thread_workers_match_serial(no_leaks, image_shape, batch_size):
+    make = functools.partial(_nested_loader, 70, image_shape, batch_size, sampler_kind="random")
+    assert_parallel_equals_serial(make, worker_counts=(1, 3), worker_type="thread")
+
+
+@pytest.mark.parametrize("image_shape, batch_size", [(SMALL, 4), (LARGE, 32)], ids=["inline", "shared"])
+def test_batches_take_the_expected_transport_path(no_leaks, image_shape, batch_size):
+    loader = _nested_loader(64, image_shape, batch_size, num_workers=2, multiprocessing_context="fork")
+    roots = []
+    for batch in loader:
+        expect_shared = _nbytes(batch) > INLINE_LIMIT
+        assert expect_shared == (image_shape == LARGE)
+        roots.append(type(_root(batch["image"])))
+        del batch
+    wanted = mmap.mmap if image_shape == LARGE else bytearray
+    assert roots == [wanted] * len(roots)
+
+
+@pytest.mark.parametrize("image_shape, batch_size", [(SMALL, 4), (LARGE, 32)], ids=["inline", "shared"])
+def test_drop_last_and_random_sampler_match_serial(no_leaks, image_shape, batch_size):
+    make = functools.partial(
+        _nested_loader, 70, image_shape, batch_size, drop_last=True, sampler_kind="random",
+        multiprocessing_context="fork",
+    )
+    serial = assert_parallel_equals_serial(make)
+    assert len(serial) == 70 // batch_size
+    assert all(len(b["label"]) == batch_size for b in serial)
+    order = np.concatenate([b["meta"][0] for b in serial])
+    assert not np.array_equal(order, np.sort(order)), "RandomSampler gave sequential order"
+
+
+@pytest.mark.parametrize("image_shape", [SMALL, LARGE], ids=["inline", "shared"])
+def test_arrow_batches_match_serial(no_leaks, start_method, image_shape):
+    dataset = NestedDataset(100, image_shape)
+
+    def make(**kwargs):
+        return DataLoader(dataset, SequentialSampler(dataset, batch_size=16), collator=ArrowCollator(), **kwargs)
+
+    serial = assert_parallel_equals_serial(make, multiprocessing_context=start_method)
+    assert serial[-1]["table"].num_rows == 4
+    held = list(make(num_workers=2, multiprocessing_context=start_method))  # views kept alive
+    assert [b["table"] for b in held] == [b["table"] for b in serial]
+
+
+def test_held_batches_are_never_overwritten(no_leaks):
+    """Views the user keeps stay intact while later batches reuse the workers' memory."""
+    dataset = NestedDataset(256, LARGE)
+    sampler = SequentialSampler(dataset, batch_size=32)
+    expected = collect(DataLoader(dataset, sampler))
+    # A small budget forces segment reuse (and the pipe fallback) while views are held.
+    loader = DataLoader(dataset, sampler, num_workers=2, shm_budget=4 * 2**20, multiprocessing_context="fork")
+    held = list(loader)
+    assert_same_batches(expected, [owned(b) for b in held])
+    del held
+
+
+# -- in_order=False --------------------------------------------------------------
+
+
+def _index_batches(batches) -> list[tuple[int, ...]]:
+    return [tuple(int(i) for i in b["index"]) for b in batches]
+
+
+def test_out_of_order_yields_every_batch_once(no_leaks, start_method):
+    dataset = NestedDataset(50, SMALL)
+
+    def make(**kwargs):
+        return DataLoader(dataset, RandomSampler(dataset, batch_size=4, seed=3), **kwargs)
+
+    serial = collect(make())
+    parallel = collect(make(num_workers=2, in_order=False, multiprocessing_context=start_method))
+    key = lambda b: tuple(b["meta"][0])  # noqa: E731
+    assert sorted(map(key, parallel)) == sorted(map(key, serial))
+    assert_same_batches(sorted(serial, key=key), sorted(parallel, key=key))
+
+
+def test_out_of_order_does_not_wait_for_a_slow_batch(no_leaks, tmp_path):
+    gate = str(tmp_path / "gate")
+    dataset = GatedDataset(24, gate, gated_index=0)
+    loader = DataLoader(
+        dataset, SequentialSampler(dataset, batch_size=4), num_workers=2, in_order=False,
+        multiprocessing_context="fork",
+    )
+    seen = []
+    for batch in loader:
+        seen.append(tuple(int(i) for i in batch["index"]))
+        open(gate, "w").close()  # batch 0 may finish only now
+    assert seen[0] != (0, 1, 2, 3), "the gated batch 0 came first: delivery waited for it"
+    assert sorted(seen) == [tuple(range(k, k + 4)) for k in range(0, 24, 4)]
+
+
+def test_in_order_waits_for_a_slow_batch(no_leaks, tmp_path):
+    """The contrast: in order, batch 0 comes first even when it is the slowest (the gate opens on a timer)."""
+    gate = str(tmp_path / "gate")
+    dataset = GatedDataset(24, gate, gated_index=0, limit=0.5)
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=4), num_workers=2, multiprocessing_context="fork")
+    assert _index_batches(collect(loader)) == [tuple(range(k, k + 4)) for k in range(0, 24, 4)]
+
+
+# -- prefetch_factor -------------------------------------------------------------
+
+
+def _started_batches(log: str, batch_size: int) -> set[int]:
+    return {int(line.split()[0]) // batch_size for line in read_lines(log)}
+
+
+def _settled(log: str, batch_size: int, quiet: float = 0.5, limit: float = 10.0) -> set[int]:
+    """The batches started once the log has stopped growing for ``quiet`` s."""
+    deadline = time.monotonic() + limit
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = _started_batches(log, batch_size)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+        time.sleep(0.02)
+    return last or set()
+
+
+@pytest.mark.parametrize("num_workers, prefetch_factor", [(1, 1), (2, 2), (2, 3), (3, 1)])
+def test_prefetch_factor_bounds_work_in_flight(no_leaks, tmp_path, num_workers, prefetch_factor):
+    log = str(tmp_path / "reads.log")
+    batch_size = 2
+    dataset = LoggingDataset(200, log)
+    loader = DataLoader(
+        dataset, SequentialSampler(dataset, batch_size=batch_size), num_workers=num_workers,
+        prefetch_factor=prefetch_factor, multiprocessing_context="fork",
+    )
+    it = iter(loader)
+    first = next(it)
+    assert list(first["index"]) == [0, 1]
+    started = _settled(log, batch_size)
+    # The main process keeps at most num_workers * prefetch_factor batches sent
+    # and not yet handed out (in a worker, in the pipe or in the reorder buffer);
+    # refilling after handing out batch 0 makes that many *besides* the one the
+    # consumer holds. The consumer calls next() no more, so nothing else starts.
+    bound = num_workers * prefetch_factor + 1
+    assert len(started) <= bound, f"{len(started)} batches started; at most {bound} may be"
+    assert started == set(range(len(started))), "batches start in sampler order"
+    assert len(started) == bound, "the workers did not prefetch up to the bound"
+    it.close()
+
+
+def test_prefetch_factor_bounds_stream_reading(no_leaks):
+    """With parallel_stream=False the main process reads only the batches it sends out."""
+    stream = CountingStream(10_000)
+    batch_size = 5
+    loader = DataLoader(stream, StreamSampler(batch_size=batch_size), num_workers=2, prefetch_factor=2,
+                        multiprocessing_context="fork")
+    it = iter(loader)
+    next(it)
+    # Same bound as above, counted in samples (the main process reads the stream).
+    assert stream.yielded <= (2 * 2 + 1) * batch_size, f"read {stream.yielded} samples ahead"
+    assert stream.yielded >= 2 * batch_size
+    it.close()
+
+
+# -- get_worker_info -------------------------------------------------------------
+
+
+def test_worker_info_is_none_in_the_main_process():
+    assert get_worker_info() is None
+    dataset = WhoAmIDataset(6)
+    batches = collect(DataLoader(dataset, SequentialSampler(dataset, batch_size=3)))
+    assert all((b["id"] == -1).all() for b in batches)
+
+
+def test_worker_info_in_map_workers(no_leaks, start_method):
+    dataset = WhoAmIDataset(40)
+    sampler = SequentialSampler(dataset, batch_size=4)
+
+    def info_by_pid(seed):
+        loader = DataLoader(dataset, sampler, num_workers=3, seed=seed, multiprocessing_context=start_method)
+        rows = {}
+        for batch in collect(loader):
+            for k in range(len(batch["index"])):
+                row = {key: int(batch[key][k]) for key in batch if key != "index"}
+                rows.setdefault(row.pop("pid"), set()).add(tuple(sorted(row.items())))
+        return rows
+
+    rows = info_by_pid(seed=5)
+    assert os.getpid() not in rows
+    infos = []
+    for pid, seen in rows.items():
+        assert len(seen) == 1, f"worker {pid} saw several infos: {seen}"
+        info = dict(next(iter(seen)))
+        assert info["num_workers"] == 3 and info["worker"] == 3
+        assert info["idx"] == info["id"]
+        assert info["same_dataset"] == 1, "info.dataset is not the dataset the worker reads"
+        assert info["frozen"] == 1, "WorkerInfo could be modified"
+        infos.append(info)
+    assert sorted(i["id"] for i in infos) == list(range(len(infos)))
+    assert len({i["seed"] for i in infos}) == len(infos), "workers share a seed"
+    again = sorted(dict(next(iter(s)))["seed"] for s in info_by_pid(seed=5).values())
+    assert again == sorted(i["seed"] for i in infos), "the same loader seed gave other worker seeds"
+
+
+def test_worker_info_in_thread_workers(no_leaks):
+    dataset = WhoAmIDataset(40)
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=4), num_workers=2, worker_type="thread")
+    batches = collect(loader)
+    ids = {int(i) for b in batches for i in b["id"]}
+    assert ids <= {0, 1} and ids, f"thread workers saw ids {ids}"
+    for key, value in [("num_workers", 2), ("worker", 2), ("same_dataset", 1), ("frozen", 1)]:
+        assert all((b[key] == value).all() for b in batches), key
+    assert all((b["idx"] == b["id"]).all() for b in batches)
+    assert get_worker_info() is None, "a thread worker's info leaked into the main thread"
+
+
+# -- worker_init_fn --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_workers", [1, 3])
+def test_worker_init_fn_runs_once_per_worker(no_leaks, tmp_path, start_method, num_workers):
+    log = str(tmp_path / "init.log")
+    dataset = WhoAmIDataset(30)
+    loader = DataLoader(
+        dataset, SequentialSampler(dataset, batch_size=2), num_workers=num_workers,
+        worker_init_fn=functools.partial(record_init, log), multiprocessing_context=start_method,
+    )
+    batches = collect(loader)
+    calls = [tuple(int(x) for x in line.split()) for line in read_lines(log)]
+    assert sorted(c[0] for c in calls) == list(range(num_workers)), calls
+    assert all(worker_id == info_id for worker_id, _, info_id in calls), "get_worker_info() is unset in init"
+    pids = {pid for _, pid, _ in calls}
+    assert len(pids) == num_workers and os.getpid() not in pids
+    data_pids = {int(p) for b in batches for p in b["pid"]}
+    assert data_pids <= pids, "batches came from processes that were not initialised"
