@@ -27,13 +27,15 @@ def batch_rng() -> np.random.Generator:
     """
     rng = getattr(_local, "rng", None)
     if rng is not None:
+        if isinstance(rng, int):  # seeded lazily: most transforms never ask
+            rng = _local.rng = np.random.default_rng(rng)
         return rng
     return np.random.default_rng(np.random.randint(0, 2**32, size=4, dtype=np.uint64))
 
 
 @contextmanager
-def _using(rng: np.random.Generator) -> Iterator[None]:
-    """Make ``rng`` this thread's batch generator inside the ``with`` block."""
+def _using(rng: np.random.Generator | int) -> Iterator[None]:
+    """Make ``rng`` (or a generator seeded with it) this thread's batch generator in the block."""
     previous = getattr(_local, "rng", None)
     _local.rng = rng
     try:

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from ..rng import _using
 from .seeding import batch_seed, seed_all, seeded_then_restored
 from .task import BatchTask, Chunk
@@ -76,7 +74,7 @@ class BatchMaker:
         if self.seed is None:
             return self._make(task)
         seed = batch_seed(self.seed, task.epoch, task.index)
-        with _using(np.random.default_rng(seed)):
+        with _using(seed):
             if not self.seed_globals:
                 return self._make(task)
             if self.restore_random_state:

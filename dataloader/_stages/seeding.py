@@ -15,10 +15,20 @@ from typing import Iterator
 import numpy as np
 
 
+_MASK = (1 << 64) - 1
+
+
+def _mix(value: int) -> int:
+    """SplitMix64's finaliser: a cheap, well-spread 64-bit hash."""
+    value = (value + 0x9E3779B97F4A7C15) & _MASK
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK
+    return value ^ (value >> 31)
+
+
 def batch_seed(seed: int, epoch: int, index: int) -> int:
-    """A 63-bit seed for batch ``index`` of ``epoch``."""
-    state = np.random.SeedSequence([seed, epoch, index]).generate_state(2, dtype=np.uint32)
-    return (int(state[0]) << 31) ^ int(state[1])
+    """A 63-bit seed for batch ``index`` of ``epoch`` (about a microsecond: it runs per batch)."""
+    return _mix(_mix(_mix(seed) ^ epoch) ^ index) >> 1
 
 
 def seed_all(seed: int) -> None:
@@ -27,7 +37,9 @@ def seed_all(seed: int) -> None:
     np.random.seed(seed % 2**32)
     torch = sys.modules.get("torch")
     if torch is not None:
-        torch.manual_seed(seed)
+        # The CPU generator only: torch.manual_seed also queues seeding of every
+        # accelerator backend, which costs ~100 us a call, per batch.
+        torch.default_generator.manual_seed(seed)
 
 
 @contextmanager

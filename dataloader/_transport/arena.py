@@ -41,6 +41,9 @@ class Segment:
     buffer: mmap.mmap
     address: int = field(init=False)
     free: bool = True
+    # When it was last freed (a counter): the most recently freed segment is
+    # reused first, its pages still in cache and in the TLB.
+    freed: int = 0
 
     def __post_init__(self) -> None:
         probe = np.frombuffer(self.buffer, np.uint8, count=1)
@@ -83,6 +86,7 @@ class SegmentPool:
         self._retire = retire
         self._segments: dict[int, Segment] = {}
         self._next_id = 0
+        self._freed = 0
 
     @property
     def reserved(self) -> int:
@@ -93,7 +97,7 @@ class SegmentPool:
         """A free segment of at least ``need`` bytes, made if the budget allows, else None."""
         fitting = [s for s in self._segments.values() if s.free and s.size >= need]
         if fitting:
-            segment = min(fitting, key=lambda s: s.size)
+            segment = max(fitting, key=lambda s: s.freed)
             segment.free = False
             return segment
         size = segment_size(need)
@@ -105,14 +109,18 @@ class SegmentPool:
 
     def give_back(self, segment: Segment) -> None:
         """Mark a segment this worker took but did not lend as free again."""
-        segment.free = True
+        self._free(segment)
 
     def release(self, segment_ids: tuple[int, ...] | list[int]) -> None:
         """The main process no longer holds views of these segments."""
         for segment_id in segment_ids:
             segment = self._segments.get(segment_id)
             if segment is not None:
-                segment.free = True
+                self._free(segment)
+
+    def _free(self, segment: Segment) -> None:
+        self._freed += 1
+        segment.free, segment.freed = True, self._freed
 
     def close(self) -> None:
         for segment in self._segments.values():
