@@ -216,7 +216,22 @@ class RandomCrop(AxisAlignedTransform):
         return Plan(height, width, pad=(top, bottom, left, right), crop=(y, x, th, tw))
 
 
-class RandomHorizontalFlip(AxisAlignedTransform):
+class _RandomFlip(AxisAlignedTransform):
+    """Mirror along ``_axis`` with probability ``prob``."""
+
+    _random = True
+    _axis = ""
+
+    def __init__(self, prob: float = 0.5, *, order=None) -> None:
+        super().__init__(order)
+        self.prob = _args.probability("prob", prob)
+
+    def _get_params(self, image, rng) -> Plan:
+        height, width = image_size(image, self)
+        return Plan(height, width, **{f"flip_{self._axis}": bool(rng.random() < self.prob)})
+
+
+class RandomHorizontalFlip(_RandomFlip):
     """Mirror left-right with probability ``prob``; ``x`` becomes ``W - x``.
 
     Args:
@@ -226,18 +241,10 @@ class RandomHorizontalFlip(AxisAlignedTransform):
     Image and mask: same shape and dtype, contiguous.
     """
 
-    _random = True
-
-    def __init__(self, prob: float = 0.5, *, order=None) -> None:
-        super().__init__(order)
-        self.prob = _args.probability("prob", prob)
-
-    def _get_params(self, image, rng) -> Plan:
-        height, width = image_size(image, self)
-        return Plan(height, width, flip_horizontal=bool(rng.random() < self.prob))
+    _axis = "horizontal"
 
 
-class RandomVerticalFlip(AxisAlignedTransform):
+class RandomVerticalFlip(_RandomFlip):
     """Mirror top-bottom with probability ``prob``; ``y`` becomes ``H - y``.
 
     Args:
@@ -247,15 +254,7 @@ class RandomVerticalFlip(AxisAlignedTransform):
     Image and mask: same shape and dtype, contiguous.
     """
 
-    _random = True
-
-    def __init__(self, prob: float = 0.5, *, order=None) -> None:
-        super().__init__(order)
-        self.prob = _args.probability("prob", prob)
-
-    def _get_params(self, image, rng) -> Plan:
-        height, width = image_size(image, self)
-        return Plan(height, width, flip_vertical=bool(rng.random() < self.prob))
+    _axis = "vertical"
 
 
 def image_size(image: np.ndarray | None, who: VisionTransform) -> tuple[int, int]:
