@@ -6,14 +6,14 @@ import random
 import weakref
 from typing import Any, Callable
 
-from ._exec.iterator import LoaderIterator
 from ._device.adapters import resolve_adapter
+from ._exec.iterator import LoaderIterator
 from ._exec.pipeline import PipelineSpec, epoch_length, open_epoch, open_feed, start_pool, workers_read_stream
 from ._options import LoaderOptions
 from ._validate import check_has_apply, check_non_negative_int
+from .callable_source import CallableSource
 from .collator import Collator
 from .dataset import StreamDataset
-from .callable_source import CallableSource
 from .errors import ArgumentTypeError, ArgumentValueError
 from .monitor import Stats
 from .sampler import SequentialSampler, StreamSampler
