@@ -40,6 +40,20 @@ class MonitorSettings:
     log_every: int | None = None
     trace_path: str | None = None
 
+    def make_visible(self) -> None:
+        """With monitoring asked for, make sure its INFO reports reach the terminal.
+
+        Python shows only warnings unless logging is configured; a user who set
+        DATALOADER_MONITOR=1 wants to see the tables, so the ``dataloader``
+        logger gets INFO level and, if no handler is configured anywhere, one
+        to stderr.
+        """
+        if self.log_every is None or logger.isEnabledFor(logging.INFO):
+            return
+        logger.setLevel(logging.INFO)
+        if not logger.hasHandlers():
+            logger.addHandler(logging.StreamHandler())
+
     @classmethod
     def from_env(cls, environ: Any = None) -> "MonitorSettings":
         env = os.environ if environ is None else environ
@@ -133,8 +147,13 @@ class Recorder:
     def waited(self, start: float, end: float) -> None:
         self.waits.append((start, end))
         every = self.settings.log_every
-        if every and len(self.waits) % every == 0:
-            logger.info("DataLoader stages after %d batches:\n%s", len(self.waits), self.snapshot().table())
+        if every and len(self.waits) % every == 0 and logger.isEnabledFor(logging.INFO):
+            # The last `every` batches only: a summary of everything so far would
+            # cost more with every report.
+            logger.info(
+                "DataLoader stages after %d batches (the last %d):\n%s",
+                len(self.waits), every, self.snapshot(last=every).table(),
+            )
 
     def finish(self) -> None:
         """End of the epoch (or close): write the trace if one was asked for."""
@@ -142,10 +161,16 @@ class Recorder:
             self._written = True
             write_trace(self, self.settings.trace_path)
 
-    def snapshot(self) -> Stats:
-        made = np.array([b[2:7] + b[8:9] for b in self.batches], dtype=np.float64).reshape(-1, 6)
-        waits = np.array(self.waits, dtype=np.float64).reshape(-1, 2)
-        preloads = np.array(self.preloads, dtype=np.float64).reshape(-1, 2)
+    def snapshot(self, last: int | None = None) -> Stats:
+        """The epoch so far, or only its ``last`` batches."""
+        batches, waits_list, preloads_list = self.batches, self.waits, self.preloads
+        started = self.started
+        if last is not None:
+            batches, waits_list, preloads_list = batches[-last:], waits_list[-last:], preloads_list[-last:]
+            started = waits_list[0][0] if waits_list else started
+        made = np.array([b[2:7] + b[8:9] for b in batches], dtype=np.float64).reshape(-1, 6)
+        waits = np.array(waits_list, dtype=np.float64).reshape(-1, 2)
+        preloads = np.array(preloads_list, dtype=np.float64).reshape(-1, 2)
         durations = {
             "fetch": made[:, 1] - made[:, 0],
             "transform": made[:, 2] - made[:, 1],
@@ -155,16 +180,16 @@ class Recorder:
             "preload": preloads[:, 1] - preloads[:, 0],
         }
         stages = {name: _summary(values) for name, values in durations.items() if values.size}
-        end = max(perf_counter() if not self.waits else self.waits[-1][1], self.started)
-        elapsed = max(end - self.started, 1e-9)
-        samples = int(sum(b[7] for b in self.batches))
+        end = max(perf_counter() if not waits_list else waits_list[-1][1], started)
+        elapsed = max(end - started, 1e-9)
+        samples = int(sum(b[7] for b in batches))
         busy = float((made[:, 3] - made[:, 0]).sum())
         # Measured from the first batch's start: worker start-up is not idleness.
         span = float(made[:, 3].max() - made[:, 0].min()) if len(made) else 0.0
         utilization = min(1.0, busy / (self.num_workers * span)) if self.num_workers and span > 0 else None
         wait_fraction = min(1.0, float(durations["wait"].sum()) / elapsed)
         stats = dict(
-            batches=len(self.waits),
+            batches=len(waits_list),
             samples=samples,
             elapsed=elapsed,
             samples_per_second=samples / elapsed,
@@ -178,8 +203,10 @@ class Recorder:
 
 
 def _summary(values: np.ndarray) -> StageSummary:
-    p50, p95 = np.percentile(values, [50, 95])
-    return StageSummary(int(values.size), float(values.sum()), float(values.mean()), float(p50), float(p95))
+    ordered = np.sort(values)  # nearest-rank percentiles: np.percentile costs more than the data
+    count = ordered.size
+    p50, p95 = ordered[(count - 1) // 2], ordered[min(count - 1, int(np.ceil(0.95 * count)) - 1)]
+    return StageSummary(count, float(ordered.sum()), float(ordered.mean()), float(p50), float(p95))
 
 
 # Below this the consumer barely waits: the loader keeps up.

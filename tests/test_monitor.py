@@ -56,7 +56,11 @@ def test_monitor_env_logs_the_stage_table_every_n_batches(kind, options, monkeyp
         batches = list(loader)
     assert len(batches) == 10
     reports = [r.getMessage() for r in caplog.records if "DataLoader stages after" in r.getMessage()]
-    assert [r.split("\n")[0] for r in reports] == ["DataLoader stages after 4 batches:", "DataLoader stages after 8 batches:"]
+    assert [r.split("\n")[0] for r in reports] == [
+        "DataLoader stages after 4 batches (the last 4):",
+        "DataLoader stages after 8 batches (the last 4):",
+    ]
+    assert "\n4 batches," in reports[-1]  # each report covers its window, not the whole epoch
     for stage in ("fetch", "transform", "collate", "wait"):
         assert f"\n{stage} " in reports[-1]
     assert "verdict:" in reports[-1]
@@ -147,3 +151,20 @@ def test_verdict_transport_bound():
 def test_verdict_serial_input_bound():
     line = verdict(stats(0.7, 0, None, fetch=2.0), cores=4)
     assert line.startswith("input-bound") and "set num_workers" in line
+
+
+def test_monitor_makes_its_reports_visible_without_logging_setup(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from dataloader import ArrayDataset, DataLoader, SequentialSampler\n"
+        "d = ArrayDataset(np.arange(40))\n"
+        "list(DataLoader(d, SequentialSampler(d, batch_size=4)))\n"
+    )
+    env = {"DATALOADER_MONITOR": "1", "DATALOADER_MONITOR_FREQUENCY": "5", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("DataLoader stages after") == 2 and "verdict:" in result.stderr

@@ -58,7 +58,9 @@ def open_epoch(
     fixed-size epochs over from one epoch to the next.
     """
     options = spec.options
-    recorder = Recorder(options.num_workers, MonitorSettings.from_env(), options.worker_type)
+    settings = MonitorSettings.from_env()
+    settings.make_visible()
+    recorder = Recorder(options.num_workers, settings, options.worker_type)
     if options.num_workers == 0:
         executor = _serial_executor(spec, epoch, recorder, feed)
     else:
