@@ -29,7 +29,7 @@ from .._workers.messages import (
 )
 from .._workers.pool import WorkerHandle, WorkerPool
 from .._workers.threads import ThreadWorkerPool
-from ..errors import LoaderTimeoutError
+from ..errors import LoaderTimeoutError, WorkerDiedError
 from ..monitor import Recorder
 from .reorder import ReorderBuffer
 
@@ -119,10 +119,22 @@ class ParallelExecutor:
                 self._exhausted = True
                 break
             released = tuple(self._released.pop(worker.id, ()))
-            self._pool.send(worker, RunTask(task, released))
+            self._send(worker, RunTask(task, released))
             worker.outstanding[(task.epoch, task.index)] = task.indices
             self._in_flight += 1
         self._send_releases()
+
+    def _send(self, worker: WorkerHandle, message: Any) -> None:
+        """Send, and if the worker is gone, first read what it said before dying.
+
+        A worker whose ``worker_init_fn`` failed reports it and exits: that
+        report, not "worker died", is the error to raise.
+        """
+        try:
+            self._pool.send(worker, message)
+        except (WorkerDiedError, OSError):
+            self._drain(worker)
+            raise
 
     def _least_busy(self) -> WorkerHandle | None:
         start = next(self._rotation)
@@ -146,7 +158,7 @@ class ParallelExecutor:
     def _send_releases(self) -> None:
         for worker_id in list(self._released):
             segment_ids = tuple(self._released.pop(worker_id))
-            self._pool.send(self._pool.workers[worker_id], ReleaseSegments(segment_ids))
+            self._send(self._pool.workers[worker_id], ReleaseSegments(segment_ids))
             self._pool.workers[worker_id].waiting = None
 
     # -- receiving ---------------------------------------------------------
@@ -240,7 +252,7 @@ class ParallelExecutor:
                     "references to old batches, or raise shm_budget.",
                     worker_id,
                 )
-            self._pool.send(worker, Overflow())
+            self._send(worker, Overflow())
 
     def _timeout_error(self) -> LoaderTimeoutError:
         lines = [

@@ -1,12 +1,15 @@
-"""Smoke test of tools/bench.py: a tiny quick run, in a subprocess, through the command line.
+"""Smoke test of tools/bench.py: tiny quick runs, in a subprocess, through the command line.
 
 No speed is asserted: the numbers depend on the machine. What is checked is that the tool
 runs end to end, prints a row per (workload, loader, num_workers), writes JSON whose numbers
-are sane, and that our loader's batches matched the plain loop's.
+are sane, that our loader's batches matched the plain loop's, that the workloads comparing
+our loader's settings (preload, threads vs processes, monitoring) give their derived numbers,
+and that --plot writes a PNG. The quick runs take about 25 s together.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -19,6 +22,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "tools" / "bench.py"
 WORKLOADS = ("tiny", "images", "decode")
+SETTINGS = ("preload", "cv2", "pyloop", "monitor")
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+HAS_CV2 = importlib.util.find_spec("cv2") is not None
 
 
 def _torch_importable() -> bool:
@@ -33,10 +39,29 @@ def quick_run(tmp_path_factory):
         sys.executable, str(BENCH), "--quick", "--reps", "1", "--seconds", "0.05",
         "--workloads", ",".join(WORKLOADS), "--workers", "0,2", "--json", str(out),
     ]
+    return _bench(command, out)
+
+
+def _bench(command: list[str], out: Path, cwd: Path = ROOT) -> tuple[str, dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=cwd, env=env)
     assert done.returncode == 0, f"bench failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout, json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def settings_run(tmp_path_factory):
+    """The settings workloads (and the cheapest comparison) with --plot where possible."""
+    if not HAS_CV2:
+        pytest.skip("the cv2 workload needs OpenCV (cv2), which is not importable")
+    folder = tmp_path_factory.mktemp("bench-settings")
+    out, png = folder / "bench.json", folder / "bench.png"
+    command = [
+        sys.executable, str(BENCH), "--quick", "--reps", "1", "--seconds", "0.05",
+        "--workloads", ",".join(("tiny", *SETTINGS)), "--no-torch", "--json", str(out),
+    ] + (["--plot", str(png)] if HAS_MATPLOTLIB else [])
+    stdout, result = _bench(command, out)
+    return stdout, result, png
 
 
 @pytest.mark.timeout(300)
@@ -98,3 +123,105 @@ def test_bad_arguments_are_refused():
     )
     assert done.returncode == 2
     assert "workloads must be among" in done.stderr
+
+
+def _rows(result: dict) -> dict:
+    return {(r["workload"], r["loader"], r["num_workers"]): r for r in result["rows"]}
+
+
+@pytest.mark.timeout(300)
+def test_settings_workloads_have_their_runs(settings_run):
+    stdout, result, _ = settings_run
+    rows = _rows(result)
+    assert result["config"]["workloads"] == ["tiny", *SETTINGS]
+    assert result["checks"] == {name: "ok" for name in ("tiny", *SETTINGS)}
+    for workers in (0, 2):
+        for loader in ("load-only", "step-only", "ours", "ours+preload"):
+            assert ("preload", loader, workers) in rows
+        assert ("monitor", "ours", workers) in rows and ("monitor", "ours+monitor", workers) in rows
+    for name in ("cv2", "pyloop"):
+        assert {(name, "ours", 2), (name, "ours-thread", 2), (name, "no-loader", None)} <= set(rows)
+    for title in ("preload (", "thread vs process workers", "monitoring ("):
+        assert title in stdout
+
+
+@pytest.mark.timeout(300)
+def test_settings_numbers_are_sane(settings_run):
+    _, result, _ = settings_run
+    rows = _rows(result)
+    for workers in (0, 2):
+        calibration = result["calibration"][str(workers)]
+        assert calibration["matmuls"] >= 1 and calibration["load_ms"] > 0
+        for loader in ("ours", "ours+preload"):
+            row = rows[("preload", loader, workers)]
+            assert 0 < row["overlap"] < 4 and 0 < row["overlap_ceiling"] <= 2.5, row
+        overhead = rows[("monitor", "ours+monitor", workers)]["monitor_overhead_pct"]
+        assert math.isfinite(overhead) and overhead > -100
+    for name in ("cv2", "pyloop"):
+        assert rows[(name, "ours-thread", 2)]["vs_process"] > 0
+        assert rows[(name, "ours", 2)]["stages_ms"]["fetch"] > 0
+    judged = {t["target"] for t in result["targets"]}
+    assert any("preload overlap" in t for t in judged) and any("monitoring" in t for t in judged)
+    assert all(r["leftover_processes"] == 0 for r in result["rows"])
+
+
+@pytest.mark.timeout(300)
+def test_plot_writes_a_png(settings_run):
+    if not HAS_MATPLOTLIB:
+        pytest.skip("--plot needs matplotlib, which is not importable")
+    stdout, _, png = settings_run
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert f"plot written to {png}" in stdout
+
+
+@pytest.mark.timeout(300)
+def test_an_earlier_json_is_reprinted(settings_run, tmp_path):
+    first, result, _ = settings_run
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps(result))
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--from-json", str(path)], capture_output=True, text=True,
+        timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    table = lambda text: [line for line in text.splitlines() if line.startswith(("tiny", "preload"))]
+    assert table(done.stdout) == table(first)
+
+
+def test_the_default_run_has_every_workload_and_their_own_worker_counts():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import bench
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    config, _ = bench.parse_args([])
+    expected = list(WORKLOADS) + [w for w in SETTINGS if w != "cv2" or HAS_CV2]
+    assert sorted(config.workloads) == sorted(expected)
+    assert config.workers_for("preload") == (0, 2) and config.workers_for("pyloop") == (2,)
+    assert config.workers_for("tiny") == config.workers_for("monitor") == (0, 2)
+    config, _ = bench.parse_args(["--workers", "1"])
+    assert config.workers_for("preload") == config.workers_for("tiny") == (1,)
+
+
+def test_plot_without_matplotlib_says_so_before_measuring():
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; sys.path.insert(0, sys.argv[1]); "
+        "import bench; sys.exit(bench.main(['--quick', '--plot', 'never.png']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "tools")], capture_output=True, text=True,
+        timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 2
+    assert "--plot needs matplotlib" in done.stderr and "checks" not in done.stdout
+
+
+@pytest.mark.timeout(120)
+def test_the_cli_loads_the_tool_and_its_siblings_by_path(tmp_path):
+    out = tmp_path / "bench.json"
+    command = [
+        sys.executable, "-m", "dataloader", "bench", "--quick", "--seconds", "0.05",
+        "--workloads", "tiny", "--workers", "0", "--no-torch", "--json", str(out),
+    ]
+    _, result = _bench(command, out, cwd=tmp_path)
+    assert result["checks"] == {"tiny": "ok"}

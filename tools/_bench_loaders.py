@@ -1,0 +1,232 @@
+"""The ways of making batches, and what the consumer does with each.
+
+A run is a :class:`RunSpec`: how to open its iterator (and, for our loader, how to read
+``loader.stats()`` afterwards), what to do with every batch, and a context to run it in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
+
+import numpy as np
+
+from dataloader import DataLoader, Dataset, RandomSampler
+from _bench_workloads import BASELINE, LOAD_ONLY, MONITOR, OURS, OUR_OPTIONS, STEP_ONLY, TORCH
+
+if TYPE_CHECKING:
+    from _bench_config import BenchConfig
+
+# (iterator, loader.stats or None)
+Opened = tuple[Iterator, "Callable[[], Any] | None"]
+
+
+def leaves(batch: Any) -> list:
+    if isinstance(batch, (tuple, list)):
+        return [leaf for item in batch for leaf in leaves(item)]
+    if isinstance(batch, dict):
+        return [leaf for item in batch.values() for leaf in leaves(item)]
+    return [batch]
+
+
+def touch(batch: Any) -> float:
+    """What the consumer does with every batch, whoever made it: sum 16 values of each array."""
+    total = 0.0
+    for leaf in leaves(batch):
+        array = leaf.numpy() if hasattr(leaf, "numpy") else np.asarray(leaf)
+        total += float(array.reshape(-1)[:16].sum())
+    return total
+
+
+class MatmulStep:
+    """A training step stand-in: ``touch`` the batch, then ``count`` products of two 256x256
+    float32 matrices. NumPy releases the GIL inside BLAS, as a framework's step does in its
+    kernels; run it under :func:`one_blas_thread` so that it takes one CPU, as a step that
+    runs on an accelerator leaves the host's CPUs to the loader."""
+
+    SIDE = 256
+
+    def __init__(self, count: int) -> None:
+        self.count = max(1, int(count))
+        rng = np.random.default_rng(3)
+        self._a, self._b = (rng.standard_normal((self.SIDE, self.SIDE), np.float32) for _ in "ab")
+        self._out = np.empty_like(self._a)
+
+    def __call__(self, batch: Any) -> None:
+        touch(batch)
+        for _ in range(self.count):
+            np.matmul(self._a, self._b, out=self._out)
+
+    @classmethod
+    def lasting(cls, seconds: float) -> "MatmulStep":
+        """A step of about ``seconds``, from the median of 7 timings of 20 products (call
+        under :func:`one_blas_thread`); :func:`refit` corrects it from a real run."""
+        probe = cls(20)
+        probe(())
+        timings = []
+        for _ in range(7):
+            start = time.perf_counter()
+            probe(())
+            timings.append((time.perf_counter() - start) / probe.count)
+        return cls(round(seconds / sorted(timings)[3]))
+
+    def refit(self, seconds: float, measured: float) -> "MatmulStep":
+        """This step rescaled from ``measured`` seconds to about ``seconds``."""
+        return MatmulStep(round(self.count * seconds / measured))
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[bool]:
+    """NumPy's OpenBLAS limited to one thread inside the block; yields whether it could be."""
+    found = _openblas_threads()
+    if found is None:
+        yield False
+        return
+    get, set_ = found
+    before = get()
+    set_(1)
+    try:
+        yield True
+    finally:
+        set_(before)
+
+
+def _openblas_threads() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(get, set) of the thread count of the OpenBLAS NumPy loaded, from /proc/self/maps."""
+    try:
+        with open("/proc/self/maps") as handle:
+            paths = {line.split()[-1] for line in handle if "openblas" in line.lower()}
+    except OSError:
+        return None
+    for path, prefix in itertools.product(sorted(paths), ("scipy_openblas", "openblas")):
+        for suffix in ("64_", ""):
+            try:
+                library = ctypes.CDLL(path)
+                get = getattr(library, f"{prefix}_get_num_threads{suffix}")
+                set_ = getattr(library, f"{prefix}_set_num_threads{suffix}")
+            except (OSError, AttributeError):
+                continue
+            return get, set_
+    return None
+
+
+@contextlib.contextmanager
+def monitoring(on: bool) -> Iterator[None]:
+    """``DATALOADER_MONITOR=1`` (or unset) for iterators started inside the block; when on,
+    the ``dataloader`` logger takes INFO records into a NullHandler, so the stage tables
+    are made and logged as a user's would be, without flooding the output."""
+    names = ("DATALOADER_MONITOR", "MGE_DATA_MONITOR")
+    saved = {name: os.environ.pop(name, None) for name in names}
+    logger = logging.getLogger("dataloader")
+    before, handler = (logger.level, logger.propagate), logging.NullHandler()
+    if on:
+        os.environ["DATALOADER_MONITOR"] = "1"
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before[0])
+        logger.propagate = before[1]
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+
+
+def our_loader(dataset: Dataset, sampler: Any, workers: int, config: "BenchConfig",
+               label: str = OURS) -> DataLoader:
+    # No loader seed, as MegEngine users write it: the sampler's seed fixes the order.
+    return DataLoader(dataset, sampler, num_workers=workers,
+                      prefetch_factor=config.prefetch_factor, **OUR_OPTIONS[label])
+
+
+def open_ours(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig",
+              label: str = OURS) -> Opened:
+    sampler = RandomSampler(dataset, batch_size=batch_size, seed=config.seed)
+    loader = our_loader(dataset, sampler, workers, config, label)
+    return iter(loader), loader.stats
+
+
+def open_torch(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
+    import torch
+    from torch.utils.data import DataLoader as TorchLoader
+
+    loader = TorchLoader(
+        dataset, batch_size=batch_size, shuffle=True,
+        generator=torch.Generator().manual_seed(config.seed), num_workers=workers,
+        prefetch_factor=config.prefetch_factor if workers else None, persistent_workers=False,
+    )
+    return iter(loader), None
+
+
+def open_baseline(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
+    """The same batches from a plain loop: ``dataset[i]`` for each index, then ``np.stack``.
+
+    It goes on into further epochs (they cost it nothing), so that a fast baseline is still
+    timed for the full ``seconds`` even where a loader's epoch ends sooner.
+    """
+    order = np.random.default_rng(config.seed).permutation(len(dataset)).tolist()
+    return plain_batches(dataset, order, batch_size, forever=True), None
+
+
+def open_step_only(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
+    """One batch made up front and handed out forever: the consumer's step with no loading."""
+    batch = next(plain_batches(dataset, list(range(batch_size)), batch_size))
+    return itertools.repeat(batch), None
+
+
+def plain_batches(
+    dataset: Dataset, order: list[int], batch_size: int, forever: bool = False
+) -> Iterator[tuple]:
+    while order:
+        for start in range(0, len(order), batch_size):
+            yield stack([dataset[i] for i in order[start : start + batch_size]])
+        if not forever:
+            return
+
+
+def stack(samples: list) -> tuple:
+    """The baseline's collation: arrays stacked, numbers into a 1-d array."""
+    return tuple(
+        np.stack(column) if isinstance(column[0], np.ndarray) else np.array(column)
+        for column in zip(*samples)
+    )
+
+
+@dataclass
+class RunSpec:
+    """One run: ``open()`` gives (iterator, stats or None); ``consume`` gets every batch;
+    the whole run, start-up to shutdown, happens inside ``around()``."""
+
+    open: Callable[[], Opened]
+    consume: Callable[[Any], Any] = touch
+    around: Callable[[], ContextManager] = field(default=contextlib.nullcontext)
+
+
+def run_spec(label: str, dataset: Dataset, batch_size: int, workers: int,
+             config: "BenchConfig", step: MatmulStep | None = None) -> RunSpec:
+    """The run called ``label`` (any but the ideal, which has no iterator). With ``step`` (the
+    preload workload), the step is the consumer, on one BLAS thread."""
+    openers = {TORCH: open_torch, BASELINE: open_baseline, STEP_ONLY: open_step_only}
+    if label in openers:
+        opener = lambda: openers[label](dataset, batch_size, workers, config)
+    else:
+        opener = lambda: open_ours(dataset, batch_size, workers, config, label)
+    consume = step if step is not None and label != LOAD_ONLY else touch
+
+    @contextlib.contextmanager
+    def around() -> Iterator[None]:
+        with monitoring(label == MONITOR):
+            with one_blas_thread() if step is not None else contextlib.nullcontext():
+                yield
+
+    return RunSpec(opener, consume, around)

@@ -1,0 +1,286 @@
+"""Measuring one run: time, first batch, peak PSS of the process tree, CPU time, and how
+much other processes on the machine used meanwhile; waiting for a quiet machine."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import multiprocessing
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+
+import numpy as np
+import psutil
+
+from dataloader import Dataset
+from dataloader.memory import process_tree_memory
+from _bench_loaders import RunSpec, leaves, plain_batches, touch
+
+if TYPE_CHECKING:
+    from _bench_config import BenchConfig
+
+_NAN = float("nan")
+
+
+class TreeMemorySampler:
+    """Samples the PSS of this process and its descendants every ``interval`` seconds.
+
+    One sample costs ~2 ms of this process's time, hence 0.1 s. ``paused()`` holds the
+    sampler off while workers are forked, so no child is born while this thread is in psutil.
+    """
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.peak_pss = self.peak_rss = 0
+        self._thread = threading.Thread(target=self._loop, name="bench-memory", daemon=True)
+
+    def __enter__(self) -> "TreeMemorySampler":
+        self.sample()  # warm psutil up (lazy imports) before any fork
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self) -> None:
+        with self._lock:
+            memory = process_tree_memory()
+            pss = memory.pss if memory.pss is not None else memory.rss
+            self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, memory.rss)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.peak_pss = self.peak_rss = 0
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.sample()
+
+
+class CpuClock:
+    """Wall time, CPU time of this process tree (os.times) and of the machine (/proc/stat)."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter(), self._ours(), self._machine()
+
+    def stop(self) -> dict:
+        """Since construction: wall s, our CPU s, and the CPUs' worth other processes used."""
+        wall0, ours0, machine0 = self._start
+        wall, ours = time.perf_counter() - wall0, self._ours() - ours0
+        machine = self._machine() - machine0
+        others = _NAN if math.isnan(machine) else max(0.0, machine - ours) / wall
+        return {"wall_s": wall, "cpu_s": ours, "others_cpus": others}
+
+    @staticmethod
+    def _ours() -> float:
+        """This process and its children, once reaped (workers are joined before we stop)."""
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    @staticmethod
+    def _machine() -> float:
+        """Busy CPU seconds of all CPUs since boot (steal counts as busy); NaN if unknown."""
+        lines = read_lines("/proc/stat")
+        if not lines or not lines[0].startswith("cpu "):
+            return _NAN
+        ticks = [int(v) for v in lines[0].split()[1:9]]
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Measurement:
+    workload: str
+    loader: str
+    num_workers: int
+    rep: int
+    rate: float  # samples per second, after the warm-up batches
+    first_batch_s: float  # from creating the iterator to holding the first batch
+    peak_pss: int
+    peak_rss: int
+    bytes_per_sample: float
+    samples_total: int  # every sample made, warm-up included
+    cpu_s: float  # CPU time of this process and its children over the whole run
+    wall_s: float  # the whole run: start-up, warm-up, measured part and shutdown
+    others_cpus: float  # CPUs' worth of time other processes on the machine used meanwhile
+    leftover_processes: int  # child processes still alive 5 s after the iterator was closed
+    disturbed: bool = False  # other processes used > noisy_cpus during some run of its group
+    # Our loader's loader.stats() after the run: mean ms per batch of each stage it recorded.
+    stages_ms: dict | None = None
+    # CPU time of the process tree (live workers included) during the timed part, and the
+    # samples delivered in it: CPU per sample without start-up and shutdown.
+    timed_cpu_s: float | None = None
+    timed_samples: int | None = None
+
+
+def measure(spec: RunSpec, seconds: float, warmup: int, sampler: TreeMemorySampler) -> dict:
+    """Run one iterator for ``warmup`` batches plus ``seconds``; what it took."""
+    gc.collect()
+    sampler.reset()
+    with spec.around():
+        with sampler.paused():
+            clock = CpuClock()
+            start = time.perf_counter()
+            iterator, stats = spec.open()
+        batch = next(iterator)
+        spec.consume(batch)
+        first = time.perf_counter() - start
+        sampler.sample()
+        size = len(leaves(batch)[0])
+        bytes_per_sample = sum(np.asarray(leaf).nbytes for leaf in leaves(batch)) / size
+        timed = _timed(iterator, spec.consume, seconds, warmup, size)
+        sampler.sample()
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+        del iterator, batch  # PyTorch's iterator stops (and joins) its workers when dropped
+        leftover = _reap()
+    return {
+        "first_batch_s": first, "peak_pss": sampler.peak_pss, "peak_rss": sampler.peak_rss,
+        "bytes_per_sample": bytes_per_sample, "leftover_processes": leftover, **timed,
+        **clock.stop(), "stages_ms": _stage_means(stats),
+    }
+
+
+def _timed(iterator: Iterator, consume: Any, seconds: float, warmup: int, made: int) -> dict:
+    """Samples/s after ``warmup`` batches in all, for ``seconds``; samples made in all; the
+    timed part's samples and CPU time."""
+    batches, total, samples, timer, cpu = 1, made, 0, None, _NAN
+    for batch in iterator:
+        consume(batch)
+        size = len(leaves(batch)[0])
+        batches, total = batches + 1, total + size
+        now = time.perf_counter()
+        if timer is None:
+            if batches >= warmup:
+                cpu = tree_cpu_s()
+                timer = time.perf_counter()
+        else:
+            samples += size
+            if now - timer >= seconds:
+                break
+    rate = samples / (time.perf_counter() - timer) if samples else _NAN
+    return {"rate": rate, "samples_total": total, "timed_samples": samples,
+            "timed_cpu_s": tree_cpu_s() - cpu}
+
+
+def tree_cpu_s() -> float:
+    """CPU seconds used so far by this process, its reaped children (workers that ended with
+    the epoch) and its live descendants."""
+    me = psutil.Process()
+    times = me.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += sum(child.cpu_times()[:2])
+    return total
+
+
+def _stage_means(stats: Any) -> dict | None:
+    """``loader.stats()`` as {stage: mean ms per batch}; None for loaders other than ours."""
+    if stats is None:
+        return None
+    try:
+        found = stats()
+    except RuntimeError:  # no epoch recorded
+        return None
+    return {name: summary.mean * 1e3 for name, summary in found.stages.items()}
+
+
+def measure_ideal(dataset: Dataset, batch_size: int, count: int, seconds: float, warmup: int,
+                  config: BenchConfig, sampler: TreeMemorySampler) -> dict:
+    """``count`` forked processes each run the plain loop on their share of the indices."""
+    context = multiprocessing.get_context("fork")
+    order = np.random.default_rng(config.seed).permutation(len(dataset))
+    gc.collect()
+    sampler.reset()
+    go, children, pipes = context.Event(), [], []
+    with sampler.paused():
+        clock = CpuClock()
+        for part in range(count):
+            receive, send = context.Pipe(duplex=False)
+            args = (dataset, order[part::count].tolist(), batch_size, seconds, warmup, go, send)
+            children.append(context.Process(target=_plain_loop, args=args, daemon=True))
+            children[-1].start()
+            send.close()
+            pipes.append(receive)
+    go.set()
+    results = [pipe.recv() for pipe in pipes]  # (samples, seconds, samples in all, bytes/sample)
+    sampler.sample()
+    for child in children:
+        child.join()
+    return {
+        "rate": sum(s / t for s, t, _, _ in results), "first_batch_s": _NAN,
+        "peak_pss": sampler.peak_pss, "peak_rss": sampler.peak_rss,
+        "bytes_per_sample": results[0][3], "samples_total": sum(r[2] for r in results),
+        "leftover_processes": _reap(), **clock.stop(),
+    }
+
+
+def _plain_loop(dataset: Dataset, order: list[int], batch_size: int, seconds: float,
+                warmup: int, go: Any, pipe: Any) -> None:
+    go.wait()
+    batches, total, samples, timer = 0, 0, 0, None
+    for batch in plain_batches(dataset, order, batch_size, forever=True):
+        touch(batch)
+        batches, total = batches + 1, total + len(batch[0])
+        now = time.perf_counter()
+        if timer is None:
+            timer = now if batches >= warmup else None
+        else:
+            samples += len(batch[0])
+            if now - timer >= seconds:
+                break
+    per_sample = sum(leaf.nbytes for leaf in batch) / len(batch[0])
+    pipe.send((samples, time.perf_counter() - timer, total, per_sample))
+
+
+def _reap(grace: float = 5.0) -> int:
+    """Wait for children to exit; how many are still alive after ``grace`` seconds."""
+    children = psutil.Process().children(recursive=True)
+    _, alive = psutil.wait_procs(children, timeout=grace)
+    return len(alive)
+
+
+def memcpy_bandwidth(nbytes: int) -> float:
+    """Bytes per second np.copyto moves between two ``nbytes`` buffers (best of 5, warm)."""
+    source = np.ones(nbytes, np.uint8)
+    target = np.empty_like(source)
+    np.copyto(target, source)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best = min(best, time.perf_counter() - start)
+    return nbytes / best
+
+
+def wait_for_quiet(limit: float, threshold: float = 0.3, window: float = 0.3) -> float:
+    """Wait until other processes use < ``threshold`` CPUs over ``window`` s, at most ``limit``
+    s; the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit:
+        clock = CpuClock()
+        time.sleep(window)
+        if not clock.stop()["others_cpus"] >= threshold:  # NaN (unknown) counts as quiet
+            break
+    return time.perf_counter() - start
+
+
+def read_lines(path: str) -> list[str]:
+    try:
+        with open(path) as handle:
+            return handle.readlines()
+    except OSError:
+        return []
