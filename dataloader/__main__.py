@@ -14,6 +14,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (demo, bench, doctor):
         module.add_parser(commands)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # tools/bench.py parses its own options, --help included
+        return bench.run(argparse.Namespace(options=argv[1:]))
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
         args.options = rest  # tools/bench.py parses its own options

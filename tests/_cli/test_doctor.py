@@ -19,3 +19,4 @@ def test_doctor_fails_when_a_batch_cannot_fit(capsys):
     assert doctor.run(Args()) == 1
     out = capsys.readouterr().out
     assert "PROBLEM:" in out and "NOT OK" in out
+
