@@ -44,10 +44,12 @@ class BufferedIterator:
         on_stuck: Callable[[], None] | None = None,
         name: str = "dataloader-buffer",
         gated: bool = False,
+        timeout_message: str | None = None,
     ) -> None:
         self._source = source
         self._size = buffer_size
         self._timeout = timeout
+        self._timeout_message = timeout_message
         self._repeats = repeats
         self._convert = convert
         self._on_stuck = on_stuck
@@ -134,7 +136,8 @@ class BufferedIterator:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise LoaderTimeoutError(
-                        f"buffer timeout: the source produced nothing within {self._timeout:g} s."
+                        self._timeout_message
+                        or f"buffer timeout: the source produced nothing within {self._timeout:g} s."
                     )
                 self._condition.wait(remaining)
             item = self._items.popleft()
@@ -151,7 +154,9 @@ class BufferedIterator:
         self._thread.join(0.2)
         if self._thread.is_alive() and self._on_stuck is not None:
             self._on_stuck()
-        self._thread.join(2.0)
+            self._thread.join(2.0)
+        # Otherwise a thread still inside the source cannot be interrupted: it is a
+        # daemon, and exits at its next item.
 
     def __del__(self) -> None:
         if not self._stopped:

@@ -17,19 +17,12 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import psutil
 
+from dataloader._device.structure import map_arrays
+
 
 def owned(batch: Any) -> Any:
     """A deep copy of ``batch`` that holds no view of loader memory."""
-    if isinstance(batch, np.ndarray):
-        return np.array(batch, copy=True)
-    if isinstance(batch, dict):
-        return {k: owned(v) for k, v in batch.items()}
-    if isinstance(batch, tuple):
-        items = [owned(v) for v in batch]
-        return type(batch)(*items) if hasattr(batch, "_fields") else tuple(items)
-    if isinstance(batch, list):
-        return [owned(v) for v in batch]
-    return batch
+    return map_arrays(batch, lambda array: np.array(array, copy=True))
 
 
 def collect(loader: Iterable) -> list:

@@ -27,7 +27,8 @@ from .._workers.messages import (
     StreamEnded,
     WaitingForRoom,
 )
-from .._workers.pool import WorkerHandle, WorkerPool
+from .._workers.handle import Handle
+from .._workers.pool import WorkerPool
 from .._workers.threads import ThreadWorkerPool
 from ..errors import LoaderTimeoutError, WorkerDiedError
 from ..monitor import Recorder
@@ -74,6 +75,12 @@ class ParallelExecutor:
         self._ended: set[int] = set()
         self._released: dict[int, list[int]] = {}
         self._rotation = itertools.cycle(range(len(pool.workers)))
+        # What every wait watches: each worker's socket and exit, and the release pipe.
+        self._waitables: dict[Any, tuple[str, Handle | None]] = {}
+        for worker in pool.workers:
+            self._waitables[worker.conn] = ("message", worker)
+            self._waitables[worker.sentinel] = ("exit", worker)
+        self._waitables[pool.receiver.wakeup_fd] = ("release", None)
         self._overflows = 0
         self._closed = False
 
@@ -124,7 +131,7 @@ class ParallelExecutor:
             self._in_flight += 1
         self._send_releases()
 
-    def _send(self, worker: WorkerHandle, message: Any) -> None:
+    def _send(self, worker: Handle, message: Any) -> None:
         """Send, and if the worker is gone, first read what it said before dying.
 
         A worker whose ``worker_init_fn`` failed reports it and exits: that
@@ -136,7 +143,7 @@ class ParallelExecutor:
             self._drain(worker)
             raise
 
-    def _least_busy(self) -> WorkerHandle | None:
+    def _least_busy(self) -> Handle | None:
         start = next(self._rotation)
         workers = self._pool.workers[start:] + self._pool.workers[:start]
         open_ = [w for w in workers if w.id not in self._ended]
@@ -167,12 +174,7 @@ class ParallelExecutor:
         self._collect_releases()
         self._send_releases()
         self._grant_overflow()
-        workers = self._pool.workers
-        by_object: dict[Any, tuple[str, WorkerHandle | None]] = {}
-        for worker in workers:
-            by_object[worker.conn] = ("message", worker)
-            by_object[worker.sentinel] = ("exit", worker)
-        by_object[self._pool.receiver.wakeup_fd] = ("release", None)
+        by_object = self._waitables
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         ready = wait(list(by_object), timeout)
         if not ready:
@@ -190,7 +192,7 @@ class ParallelExecutor:
             self._drain(worker)
             self._pool.raise_if_dead(worker)
 
-    def _drain(self, worker: WorkerHandle) -> None:
+    def _drain(self, worker: Handle) -> None:
         try:
             while worker.conn.poll():
                 self._handle(worker, self._pool.receive(worker))
@@ -198,7 +200,7 @@ class ParallelExecutor:
             self._pool.raise_if_dead(worker, wait=1.0)
             raise
 
-    def _handle(self, worker: WorkerHandle, message: Any) -> None:
+    def _handle(self, worker: Handle, message: Any) -> None:
         if isinstance(message, (BatchDone, BatchFailed, StreamEnded)):
             worker.outstanding.pop((message.epoch, message.index), None)
             if message.epoch != self._epoch:

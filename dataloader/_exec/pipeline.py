@@ -19,13 +19,13 @@ from .._options import LoaderOptions
 from .._stages.batch import BatchMaker
 from .._stages.consumer import Echo, Reassemble, Stage, apply_batch_transform
 from .._stages.epoch import EpochCut
-from .._stages.source import TimedStream, map_tasks, stream_tasks
+from .._stages.source import map_tasks, stream_tasks, timed_stream
 from .._stages.task import BatchTask
 from .._workers.loop import WorkerBoot
 from .._workers.pool import WorkerPool
 from .._workers.threads import ThreadWorkerPool
 from ..callable_source import CallableSource
-from ..memory import check_shm, check_worker_memory, memory_room
+from ..memory import MemoryRoom, check_shm, check_worker_memory, memory_room
 from ..monitor import MonitorSettings, Recorder
 from .iterator import LoaderIterator
 from .parallel import ParallelExecutor
@@ -94,7 +94,9 @@ def start_pool(spec: PipelineSpec) -> WorkerPool | ThreadWorkerPool:
     """Start the loader's workers (after checking memory room, for processes)."""
     options = spec.options
     count = options.num_workers
-    per_worker = _per_worker_budget(options.shm_budget, count)
+    threads = options.worker_type == "thread"  # no shared memory: no budget, no room to check
+    room = None if threads else memory_room()
+    per_worker = 0 if threads else _per_worker_budget(options.shm_budget, count, room)
     name = f"dataloader-{os.getpid()}-{next(_pool_ids)}"
     boots = [
         WorkerBoot(
@@ -113,9 +115,9 @@ def start_pool(spec: PipelineSpec) -> WorkerPool | ThreadWorkerPool:
         )
         for worker_id in range(count)
     ]
-    if options.worker_type == "thread":
+    if threads:
         return ThreadWorkerPool(boots)
-    check_worker_memory(count, None, per_worker * count)
+    check_worker_memory(count, None, per_worker * count, room=room)
     if not hasattr(os, "memfd_create"):  # segments then live in /dev/shm
         check_shm(per_worker * count)
     return WorkerPool(boots, options.context())
@@ -191,7 +193,7 @@ def _main_process_tasks(spec: PipelineSpec, epoch: int, feed: EpochCut | None) -
 def _open_stream(spec: PipelineSpec) -> tuple[Iterator, Any]:
     stream: Any = iter(spec.dataset)
     if spec.options.timeout > 0:
-        stream = TimedStream(stream, spec.options.timeout)
+        stream = timed_stream(stream, spec.options.timeout)
         return stream, stream.close
     return stream, None
 
@@ -222,11 +224,11 @@ _DEFAULT_WORKER_BUDGET = 512 * 2**20
 _MIN_WORKER_BUDGET = 16 * 2**20
 
 
-def _per_worker_budget(total: int | None, count: int) -> int:
+def _per_worker_budget(total: int | None, count: int, room: MemoryRoom) -> int:
     if total is not None:
         return max(1, total // count)
-    room = memory_room().available // (4 * count)
-    return max(_MIN_WORKER_BUDGET, min(_DEFAULT_WORKER_BUDGET, room))
+    share = room.available // (4 * count)
+    return max(_MIN_WORKER_BUDGET, min(_DEFAULT_WORKER_BUDGET, share))
 
 
 _pool_ids = itertools.count()

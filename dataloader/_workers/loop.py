@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import faulthandler
+from contextlib import nullcontext
 import os
 import signal
 import threading
@@ -155,7 +156,7 @@ class _Worker:
         allocator = None
         try:
             allocator = self._arena()
-            with use_allocator(allocator) if allocator is not None else _nothing():
+            with use_allocator(allocator) if allocator is not None else nullcontext():
                 batch = self._make(task)
             if batch is _ENDED:
                 self._give_back(allocator)
@@ -245,11 +246,3 @@ class _Worker:
 
 
 _ENDED = object()
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: Any) -> None:
-        return None

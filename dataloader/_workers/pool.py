@@ -15,7 +15,7 @@ import pickle
 import select
 import signal
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import ArgumentTypeError, WorkerDiedError
 from ..memory import describe_oom, describe_shm
 from .._transport.receiver import Receiver
+from .handle import Handle
 from .loop import WorkerBoot, run_worker
 from .messages import SegmentCreated, SegmentRetired, Shutdown
 
@@ -33,17 +34,11 @@ _STOP_GRACE = 0.5
 
 
 @dataclass(eq=False)
-class WorkerHandle:
-    """The main process's view of one worker."""
+class WorkerHandle(Handle):
+    """The main process's view of one worker process."""
 
-    id: int
     process: Any
-    conn: Connection
     stack_in: Connection
-    # Task indices sent to this worker and not yet answered, oldest first.
-    outstanding: dict = field(default_factory=dict)
-    # Set while the worker waits for shared-memory room (a WaitingForRoom message).
-    waiting: Any = None
 
     @property
     def pid(self) -> int:
@@ -51,7 +46,6 @@ class WorkerHandle:
 
     @property
     def sentinel(self) -> int:
-        """Readable once the worker has exited."""
         return self.process.sentinel
 
     @property
@@ -102,7 +96,7 @@ class WorkerPool:
         worker_end.close()
         stack_out.close()
         os.set_blocking(stack_in.fileno(), False)
-        return WorkerHandle(boot.worker_id, process, main_end, stack_in)
+        return WorkerHandle(boot.worker_id, main_end, process, stack_in)
 
     def send(self, worker: WorkerHandle, message: Any) -> None:
         try:

@@ -15,12 +15,13 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .._transport.receiver import Receiver
 from ..errors import WorkerDiedError
 from ..worker import _set_worker_info
+from .handle import Handle
 from .loop import WorkerBoot, _Stop, _Worker
 from .messages import Shutdown
 
@@ -96,16 +97,11 @@ class _Shared:
 
 
 @dataclass(eq=False)
-class ThreadHandle:
-    """The executor's view of one thread worker (the interface of a process handle)."""
+class ThreadHandle(Handle):
+    """The executor's view of one thread worker."""
 
-    id: int
     thread: threading.Thread
-    conn: _End
     shared: _Shared
-    outstanding: dict = field(default_factory=dict)
-    # Set while the worker waits for shared-memory room (a WaitingForRoom message).
-    waiting: Any = None
 
     @property
     def pid(self) -> int:
@@ -139,7 +135,7 @@ class ThreadWorkerPool:
             daemon=True,
         )
         thread.start()
-        return ThreadHandle(boot.worker_id, thread, _End(to_worker, to_main), shared)
+        return ThreadHandle(boot.worker_id, _End(to_worker, to_main), thread, shared)
 
     def send(self, worker: ThreadHandle, message: Any) -> None:
         worker.conn.send(message)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader._stages.source import TimedStream, map_tasks, stream_tasks
+from dataloader._stages.source import timed_stream, map_tasks, stream_tasks
 from dataloader.errors import LoaderTimeoutError
 
 
@@ -35,7 +35,7 @@ def test_stream_tasks_stop_reading_after_a_short_batch():
 
 
 def test_timed_stream_passes_samples_then_ends_repeatedly():
-    timed = TimedStream(iter([1, 2]), timeout=5)
+    timed = timed_stream(iter([1, 2]), timeout=5)
     assert list(timed) == [1, 2]
     with pytest.raises(StopIteration):
         next(timed)
@@ -49,7 +49,7 @@ def test_timed_stream_times_out_and_closes():
         yield 1
         gate.wait(10)
 
-    timed = TimedStream(stuck(), timeout=0.2)
+    timed = timed_stream(stuck(), timeout=0.2)
     assert next(timed) == 1
     with pytest.raises(LoaderTimeoutError, match="no sample within 0.2 s"):
         next(timed)
@@ -63,7 +63,7 @@ def test_timed_stream_reraises_the_streams_error():
         yield 1
         raise ValueError("boom")
 
-    timed = TimedStream(broken(), timeout=5)
+    timed = timed_stream(broken(), timeout=5)
     assert next(timed) == 1
     with pytest.raises(ValueError, match="boom"):
         next(timed)

@@ -68,15 +68,6 @@ def reaches(array: np.ndarray, target: Any) -> bool:
     return any(link is target for link in base_chain(array))
 
 
-def leaves(batch: Any) -> list:
-    """Every non-container value of a nested batch, depth first."""
-    if isinstance(batch, dict):
-        return [leaf for value in batch.values() for leaf in leaves(value)]
-    if isinstance(batch, (list, tuple)):
-        return [leaf for value in batch for leaf in leaves(value)]
-    return [batch]
-
-
 def assert_identical(original: Any, decoded: Any, path: str = "batch") -> None:
     """Same structure, types, dtypes, shapes, memory order and bytes (NaN payloads included)."""
     assert type(decoded) is type(original), f"{path}: {type(decoded).__name__} != {type(original).__name__}"

@@ -23,10 +23,11 @@ from dataloader._transport.codec import (
     pack,
     split,
 )
+from dataloader._device.structure import leaves
 from dataloader._transport.segment import ALIGNMENT
 from dataloader.collator import Collator
 
-from ._helpers import LocalWorker, Pair, assert_identical, leaves, reaches
+from ._helpers import LocalWorker, Pair, assert_identical, reaches
 
 STRUCTURED = np.dtype([("a", "<i4"), ("b", "<f8", (2,)), ("c", "?")])
 DTYPES = [
