@@ -99,6 +99,7 @@ class DataLoader:
         self._epoch = 0
         self._persistent_pool: Any = None
         self._last_iterator: Any = None
+        self._last_recorder: Any = None  # outlives its iterator, so stats() works after the epoch
         self._feed: Any = None
 
     dataset = property(lambda self: self._spec.dataset)
@@ -143,7 +144,7 @@ class DataLoader:
 
     def stats(self) -> Stats:
         """Timings of the latest epoch (see :class:`~dataloader.monitor.Stats`)."""
-        recorder = getattr(self, "_last_recorder", None)
+        recorder = self._last_recorder
         if recorder is None:
             raise RuntimeError("stats() needs an epoch: iterate the loader first.")
         return recorder.snapshot()

@@ -33,10 +33,7 @@ class LoaderIterator:
             batch = next(self._executor)
             self.recorder.waited(start, perf_counter())
             return batch
-        except StopIteration:
-            self.close()
-            raise
-        except BaseException:
+        except BaseException:  # the end of the epoch (StopIteration) or any failure
             self.close()
             raise
 
