@@ -17,6 +17,7 @@ same gets that for free, one that returns fresh arrays costs one extra copy.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Sequence
 
@@ -64,10 +65,38 @@ def _kind(value: Any) -> str:
 
 def _collate(values: Sequence[Any], path: str) -> Any:
     """Collate the values found at ``path`` in every sample (one per sample)."""
+    types = set(map(type, values))
+    if types == _PLAIN_ARRAYS:
+        stacked = _stack_alike(values)
+        if stacked is not None:
+            return stacked
     kind = _kind(values[0])
-    if len({type(v) for v in values}) > 1:
+    if len(types) > 1:
         kind = _common_kind(values, kind, path)
     return _RULES[kind](values, path)
+
+
+_PLAIN_ARRAYS = {np.ndarray}
+_dtype_of = operator.attrgetter("dtype")
+
+
+def _stack_alike(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
+    """The fast path for the common case: plain arrays of one shape and dtype stacked with one
+    ``np.concatenate`` into the batch array (no per-sample views, no Python-level pass over
+    shapes and dtypes). None when they differ, or are 0-d: the full path then decides."""
+    first = arrays[0]
+    if not first.ndim or first.dtype.hasobject:
+        return None
+    if len(set(map(len, arrays))) > 1 or len(set(map(_dtype_of, arrays))) > 1:
+        return None
+    out = _alloc.empty((len(arrays), *first.shape), first.dtype)
+    rows = out.reshape(len(arrays) * first.shape[0], *first.shape[1:])
+    try:
+        # Equal lengths plus concatenate's own check of the other axes: equal shapes.
+        np.concatenate(arrays, out=rows)
+    except ValueError:
+        return None  # ragged beyond the first axis: the full path names the shapes
+    return out
 
 
 def _common_kind(values: Sequence[Any], first: str, path: str) -> str:
@@ -129,8 +158,8 @@ def _collate_mapping(values: Sequence[Mapping], path: str) -> dict:
 
 
 def _collate_sequence(values: Sequence[Sequence], path: str) -> list:
-    lengths = [len(v) for v in values]
-    if len(set(lengths)) > 1:
+    if len(set(map(len, values))) > 1:
+        lengths = [len(v) for v in values]
         raise CollateError(
             f"Cannot collate `{path}`: lengths differ between samples: "
             f"{_grouped([f'length {n}' for n in lengths])}; every sample must have the same "

@@ -204,6 +204,29 @@ def test_ragged_arrays_name_path_shapes_and_positions():
     assert isinstance(info.value, ValueError)
 
 
+@pytest.mark.parametrize("make", [
+    lambda i: np.full((2, 3), i, np.float32),
+    lambda i: (np.arange(24).reshape(4, 6)[:, ::2] + i).astype(">i4"),  # strided, big-endian
+    lambda i: np.zeros((0, 5), np.int8),
+    lambda i: np.zeros((3, 0), np.int8),
+], ids=["plain", "strided-big-endian", "empty-first-axis", "empty-last-axis"])
+def test_like_arrays_equal_np_stack_and_take_one_allocation(make):
+    samples = [make(i) for i in range(5)]
+    record = Recorder()
+    with _alloc.use_allocator(record):
+        batch = collate(samples)
+    expected = np.stack(samples)
+    assert batch.dtype == samples[0].dtype and batch.shape == expected.shape
+    np.testing.assert_array_equal(batch, expected)
+    assert len(record.made) == 1 and record.made[0] is batch
+
+
+def test_arrays_ragged_past_the_first_axis_name_their_shapes():
+    samples = [np.zeros((4, n)) for n in (3, 5, 3)]
+    with pytest.raises(CollateError, match=r"\(4, 3\) in samples 0, 2; \(4, 5\) in sample 1"):
+        collate(samples)
+
+
 def test_ragged_message_stays_short():
     samples = [np.zeros(i % 9) for i in range(100)]
     with pytest.raises(CollateError) as info:

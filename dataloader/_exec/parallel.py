@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
+import select
 import time
-from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator
 
 from .._options import LoaderOptions
@@ -42,6 +43,14 @@ class _Failure:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
+
+
+def _poller(*fds: int) -> "select.poll":
+    """A ``poll`` object watching ``fds`` for input, built once and reused for every wait."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return poller
 
 
 class ParallelExecutor:
@@ -75,12 +84,15 @@ class ParallelExecutor:
         self._ended: set[int] = set()
         self._released: dict[int, list[int]] = {}
         self._rotation = itertools.cycle(range(len(pool.workers)))
-        # What every wait watches: each worker's socket and exit, and the release pipe.
-        self._waitables: dict[Any, tuple[str, Handle | None]] = {}
+        # What every wait watches: each worker's socket and exit, and the release pipe,
+        # registered once per epoch (not once per wait, as multiprocessing's wait() does).
+        self._watched: dict[int, tuple[str, Handle | None]] = {}
         for worker in pool.workers:
-            self._waitables[worker.conn] = ("message", worker)
-            self._waitables[worker.sentinel] = ("exit", worker)
-        self._waitables[pool.receiver.wakeup_fd] = ("release", None)
+            self._watched[worker.conn.fileno()] = ("message", worker)
+            self._watched[worker.sentinel] = ("exit", worker)
+        self._watched[pool.receiver.wakeup_fd] = ("release", None)
+        self._poller = _poller(*self._watched)
+        self._has_message = {worker.id: _poller(worker.conn.fileno()) for worker in pool.workers}
         self._overflows = 0
         self._closed = False
 
@@ -174,14 +186,13 @@ class ParallelExecutor:
         self._collect_releases()
         self._send_releases()
         self._grant_overflow()
-        by_object = self._waitables
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready = wait(list(by_object), timeout)
+        timeout = None if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
+        ready = self._poller.poll(timeout)
         if not ready:
             raise self._timeout_error()
         exits = []
-        for obj in ready:
-            kind, worker = by_object[obj]
+        for fd, _ in ready:
+            kind, worker = self._watched[fd]
             if kind == "message":
                 self._drain(worker)
             elif kind == "exit":
@@ -193,8 +204,9 @@ class ParallelExecutor:
             self._pool.raise_if_dead(worker)
 
     def _drain(self, worker: Handle) -> None:
+        has_message = self._has_message[worker.id]
         try:
-            while worker.conn.poll():
+            while has_message.poll(0):
                 self._handle(worker, self._pool.receive(worker))
         except (EOFError, ConnectionResetError, BrokenPipeError):
             self._pool.raise_if_dead(worker, wait=1.0)

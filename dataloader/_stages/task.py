@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BatchTask:
     """One batch to make.
 
@@ -29,7 +29,7 @@ class BatchTask:
     chunk: tuple[int, int, int] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Chunk:
     """Transformed but uncollated samples of one part of a batch (see ``BatchTask.chunk``)."""
 

@@ -156,19 +156,30 @@ class SegmentPool:
 class BumpAllocator:
     """Hands out consecutive aligned arrays from one segment (for the collator).
 
+    With ``acquire`` instead of a segment, the segment is taken at the first
+    allocation, after the dataset and transform ran: by then the main process
+    has usually said which segments the user dropped, so one is reused rather
+    than a new one made (fewer segments stay warmer in the CPU's cache).
     An array that does not fit comes from ``np.empty`` instead; the codec
     copies it in later, so running out of room costs a copy, never an error.
     """
 
-    def __init__(self, segment: Segment) -> None:
+    def __init__(
+        self, segment: Segment | None = None, acquire: Callable[[], Segment | None] | None = None
+    ) -> None:
         self.segment = segment
+        self._acquire = acquire
         self.used = 0
 
     def __call__(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
         count = int(np.prod(shape, dtype=np.int64))
         nbytes = count * dtype.itemsize
+        if nbytes == 0 or dtype.hasobject:
+            return np.empty(shape, dtype)
+        if self._acquire is not None:
+            self.segment, self._acquire = self._acquire(), None
         start = align(self.used)
-        if nbytes == 0 or start + nbytes > self.segment.size or dtype.hasobject:
+        if self.segment is None or start + nbytes > self.segment.size:
             return np.empty(shape, dtype)
         self.used = start + nbytes
         return np.frombuffer(self.segment.buffer, dtype, count=count, offset=start).reshape(shape)

@@ -24,7 +24,7 @@ from .segment import align
 INLINE_LIMIT = 64 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class InlineBatch:
     """A batch whose buffers travel inside the message."""
 
@@ -32,14 +32,14 @@ class InlineBatch:
     buffers: tuple[bytearray, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LocalBatch:
     """A batch made by a thread worker: the object itself, nothing copied or pickled."""
 
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SharedBatch:
     """A batch whose buffers lie in segment ``segment_id`` at ``layout`` (offset, nbytes)."""
 

@@ -209,11 +209,29 @@ class _Worker:
     def _arena(self) -> BumpAllocator | None:
         if not self.expected:
             return None
-        segment = self.pool.acquire(self.expected)
-        return BumpAllocator(segment) if segment is not None else None
+        return BumpAllocator(acquire=self._take_segment)
+
+    def _take_segment(self) -> Segment | None:
+        self._absorb_releases()
+        return self.pool.acquire(self.expected)
+
+    def _absorb_releases(self) -> None:
+        """Read the messages already here, so segments the user dropped while this worker was
+        busy are free before it takes one: otherwise a release queued behind the next task
+        makes it create a segment it does not need, and more segments evict each other
+        from the CPU's cache. Tasks and the rest keep their order in ``pending``."""
+        while self.conn.poll():
+            message = self.conn.recv()
+            if isinstance(message, RunTask):
+                self.pool.release(message.released)
+                message = RunTask(message.task)
+            elif isinstance(message, ReleaseSegments):
+                self.pool.release(message.segment_ids)
+                continue
+            self.pending.append(message)
 
     def _give_back(self, allocator: BumpAllocator | None) -> None:
-        if allocator is not None:
+        if allocator is not None and allocator.segment is not None:
             self.pool.give_back(allocator.segment)
 
     def _wait_for_room(self, meta: bytes, raws: list, allocator: BumpAllocator | None) -> Any:

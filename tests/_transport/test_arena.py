@@ -76,6 +76,30 @@ def test_empty_and_object_arrays_come_from_private_memory(worker):
     assert allocate.used == 0
 
 
+def test_a_lazy_allocator_takes_its_segment_at_the_first_real_allocation(worker):
+    calls = []
+
+    def acquire():
+        calls.append(1)
+        return worker.pool.acquire(1)
+
+    allocate = BumpAllocator(acquire=acquire)
+    allocate((0, 3), np.dtype(np.float32))
+    allocate((2,), np.dtype(object))
+    assert calls == [] and allocate.segment is None, "nothing to place yet: no segment taken"
+    first = allocate((5,), np.dtype(np.float64))
+    second = allocate((3,), np.dtype(np.uint8))
+    assert calls == [1], "the segment is taken once"
+    assert _in_segment(first, allocate.segment) and _in_segment(second, allocate.segment)
+
+
+def test_a_lazy_allocator_without_room_hands_out_private_memory():
+    allocate = BumpAllocator(acquire=lambda: None)
+    array = allocate((4, 4), np.dtype(np.int32))
+    assert allocate.segment is None and allocate.used == 0
+    assert array.shape == (4, 4) and array.flags.writeable and array.flags.owndata
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(
     st.lists(st.integers(0, 40), max_size=3).map(tuple),
