@@ -27,7 +27,13 @@ _NAN = float("nan")
 
 
 class TreeMemorySampler:
-    """Samples the PSS of this process and its descendants every ``interval`` seconds.
+    """Samples the memory of this process and its descendants every ``interval`` seconds.
+
+    Two measures. *PSS* (what the issue asks for) counts the pages the processes map, shared
+    ones once. It misses shared memory that no process maps: a batch PyTorch's worker wrote
+    and unmapped, which the main process has not read yet. *Memory* counts those too: the
+    tree's PSS without its shared-memory pages, plus all the shared memory the machine
+    gained since ``reset()`` (each page once, mapped or not; on a quiet machine, ours).
 
     One sample costs ~2 ms of this process's time, hence 0.1 s. ``paused()`` holds the
     sampler off while workers are forked, so no child is born while this thread is in psutil.
@@ -38,6 +44,8 @@ class TreeMemorySampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.peak_pss = self.peak_rss = 0
+        self.peak_memory: int | None = None
+        self._shmem_before = _machine_shmem()
         self._thread = threading.Thread(target=self._loop, name="bench-memory", daemon=True)
 
     def __enter__(self) -> "TreeMemorySampler":
@@ -54,10 +62,15 @@ class TreeMemorySampler:
             memory = process_tree_memory()
             pss = memory.pss if memory.pss is not None else memory.rss
             self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, memory.rss)
+            private, shmem = _tree_pss_without_shmem(), _machine_shmem()
+            if private is not None and shmem is not None and self._shmem_before is not None:
+                full = private + max(0, shmem - self._shmem_before)
+                self.peak_memory = max(self.peak_memory or 0, full)
 
     def reset(self) -> None:
         with self._lock:
             self.peak_pss = self.peak_rss = 0
+            self.peak_memory, self._shmem_before = None, _machine_shmem()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -67,6 +80,33 @@ class TreeMemorySampler:
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             self.sample()
+
+
+def _machine_shmem() -> int | None:
+    """Bytes of shared memory the machine holds (/proc/meminfo ``Shmem``), or None."""
+    for line in read_lines("/proc/meminfo"):
+        if line.startswith("Shmem:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def _tree_pss_without_shmem() -> int | None:
+    """PSS of this process and its descendants less their shared-memory pages
+    (``Pss - Pss_Shmem`` of /proc/PID/smaps_rollup, Linux 5.x), or None where unknown."""
+    total = 0
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        fields = {}
+        for line in read_lines(f"/proc/{process.pid}/smaps_rollup"):
+            name, _, rest = line.partition(":")
+            if name in ("Pss", "Pss_Shmem"):
+                fields[name] = int(rest.split()[0]) * 1024
+        if len(fields) < 2:
+            if process is me:
+                return None
+            continue  # a child that exited meanwhile
+        total += fields["Pss"] - fields["Pss_Shmem"]
+    return total
 
 
 class CpuClock:
@@ -122,6 +162,8 @@ class Measurement:
     # samples delivered in it: CPU per sample without start-up and shutdown.
     timed_cpu_s: float | None = None
     timed_samples: int | None = None
+    # Peak PSS less shared-memory pages plus all shared memory gained (see TreeMemorySampler).
+    peak_memory: int | None = None
 
 
 def measure(spec: RunSpec, seconds: float, warmup: int, sampler: TreeMemorySampler) -> dict:
@@ -148,7 +190,7 @@ def measure(spec: RunSpec, seconds: float, warmup: int, sampler: TreeMemorySampl
         leftover = _reap()
     return {
         "first_batch_s": first, "peak_pss": sampler.peak_pss, "peak_rss": sampler.peak_rss,
-        "bytes_per_sample": bytes_per_sample, "leftover_processes": leftover, **timed,
+        "peak_memory": sampler.peak_memory, "bytes_per_sample": bytes_per_sample, "leftover_processes": leftover, **timed,
         **clock.stop(), "stages_ms": _stage_means(stats),
     }
 
@@ -223,7 +265,7 @@ def measure_ideal(dataset: Dataset, batch_size: int, count: int, seconds: float,
     return {
         "rate": sum(s / t for s, t, _, _ in results), "first_batch_s": _NAN,
         "peak_pss": sampler.peak_pss, "peak_rss": sampler.peak_rss,
-        "bytes_per_sample": results[0][3], "samples_total": sum(r[2] for r in results),
+        "peak_memory": sampler.peak_memory, "bytes_per_sample": results[0][3], "samples_total": sum(r[2] for r in results),
         "leftover_processes": _reap(), **clock.stop(),
     }
 

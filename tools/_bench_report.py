@@ -24,6 +24,7 @@ _COLUMNS = [
     ("x no-loader", "vs_no_loader", "{:.2f}"),
     ("(min-max)", None, None), ("ours/torch", "vs_torch", "{:.2f}"),
     ("1st batch ms", "first_batch_ms", "{:.0f}"), ("peak PSS MiB", "peak_pss_mib", "{:.0f}"),
+    ("peak mem MiB", "peak_memory_mib", "{:.0f}"),
     ("CPU us/sample", "cpu_us_per_sample", "{:.2f}"), ("others' CPUs", "others_cpus", "{:.2f}"),
     ("GB/s", "bytes_per_s", "{:.2f}"), ("x memcpy", "vs_memcpy", "{:.2f}"),
 ]

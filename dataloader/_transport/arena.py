@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from .segment import align, create_fd, map_fd
+from .segment import align, create_fd, map_fd, reserve
 
 _SMALL_ROUND = 64 * 1024
 _LARGE_ROUND = 1024 * 1024
@@ -34,11 +34,17 @@ def segment_size(need: int) -> int:
 
 @dataclass(eq=False)
 class Segment:
-    """One mapped segment owned by a worker."""
+    """One mapped segment owned by a worker.
+
+    ``fd`` stays open so that ``back`` can reserve more of the segment when a
+    bigger batch comes; until then only ``backed`` bytes take memory.
+    """
 
     id: int
     size: int
     buffer: mmap.mmap
+    fd: int = -1
+    backed: int = 0
     address: int = field(init=False)
     free: bool = True
     # When it was last freed (a counter): the most recently freed segment is
@@ -50,6 +56,12 @@ class Segment:
         self.address = probe.ctypes.data
         del probe
 
+    def back(self, nbytes: int) -> None:
+        """Make sure the first ``nbytes`` are backed by memory before they are written."""
+        if nbytes > self.backed:
+            reserve(self.fd, self.backed, nbytes - self.backed)
+            self.backed = nbytes
+
     def offset_of(self, view: memoryview) -> int | None:
         """Where ``view`` starts inside this segment, or None if it lies elsewhere."""
         if view.nbytes == 0:
@@ -60,6 +72,9 @@ class Segment:
         return None
 
     def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
         try:
             self.buffer.close()
         except BufferError:
@@ -98,12 +113,13 @@ class SegmentPool:
         fitting = [s for s in self._segments.values() if s.free and s.size >= need]
         if fitting:
             segment = max(fitting, key=lambda s: s.freed)
+            segment.back(need)
             segment.free = False
             return segment
         size = segment_size(need)
         if not self._make_room(size):
             return None
-        segment = self._create(size)
+        segment = self._create(size, need)
         segment.free = False
         return segment
 
@@ -141,13 +157,14 @@ class SegmentPool:
                 segment.close()
         return self.reserved + size <= self.budget
 
-    def _create(self, size: int) -> Segment:
-        fd = create_fd(size, f"{self._name}-{self._next_id}")
+    def _create(self, size: int, need: int) -> Segment:
+        fd = create_fd(size, f"{self._name}-{self._next_id}", reserved=need)
         try:
-            segment = Segment(self._next_id, size, map_fd(fd, size))
+            segment = Segment(self._next_id, size, map_fd(fd, size), fd, min(need, size))
             self._announce(segment, fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
         self._segments[segment.id] = segment
         self._next_id += 1
         return segment
@@ -181,5 +198,6 @@ class BumpAllocator:
         start = align(self.used)
         if self.segment is None or start + nbytes > self.segment.size:
             return np.empty(shape, dtype)
+        self.segment.back(start + nbytes)
         self.used = start + nbytes
         return np.frombuffer(self.segment.buffer, dtype, count=count, offset=start).reshape(shape)

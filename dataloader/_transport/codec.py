@@ -104,6 +104,7 @@ def _place_after(
             end = offsets[i] + raw.nbytes
     if end > segment.size:
         return None
+    segment.back(end)
     for raw, offset, in_place in zip(raws, offsets, reused):
         if not in_place and raw.nbytes:
             target = np.frombuffer(segment.buffer, np.uint8, count=raw.nbytes, offset=offset)

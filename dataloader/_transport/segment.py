@@ -5,8 +5,10 @@ Segments are anonymous memory files (``memfd_create``): they have no name in
 and so nothing can leak whichever process dies and however. They are not
 limited by the size of /dev/shm (Docker's 64 MB default), only by memory.
 Where memfd is missing, a file in /dev/shm is created and unlinked at once.
-Pages are reserved up front with ``posix_fallocate`` so a lack of memory is a
-clear error here, never a SIGBUS in the middle of an epoch.
+Pages are reserved with ``posix_fallocate`` before anything is written to
+them, so a lack of memory is a clear error here, never a SIGBUS in the middle
+of an epoch. Only the bytes a batch needs are reserved; the headroom of a
+segment is reserved when a bigger batch first uses it (:func:`reserve`).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ def align(offset: int) -> int:
     return (offset + ALIGNMENT - 1) & ~(ALIGNMENT - 1)
 
 
-def create_fd(size: int, name: str) -> int:
-    """A new shared-memory file of ``size`` bytes, its pages reserved; returns its descriptor.
+def create_fd(size: int, name: str, reserved: int | None = None) -> int:
+    """A new shared-memory file of ``size`` bytes, its first ``reserved`` bytes (all by
+    default) backed by memory; returns its descriptor.
 
     A size beyond the memory available is refused before anything is
     reserved: reserving it would wake the OOM killer, not fail.
@@ -43,7 +46,7 @@ def create_fd(size: int, name: str) -> int:
     fd = _anonymous_fd(name)
     try:
         os.ftruncate(fd, size)
-        _reserve(fd, size)
+        reserve(fd, 0, size if reserved is None else min(reserved, size))
     except BaseException:
         os.close(fd)
         raise
@@ -68,16 +71,18 @@ def _anonymous_fd(name: str) -> int:
     return fd
 
 
-def _reserve(fd: int, size: int) -> None:
+def reserve(fd: int, start: int, length: int) -> None:
+    """Back bytes ``start:start + length`` of the shared file ``fd`` with memory now, or raise
+    :class:`SharedMemoryError` saying why (writing to them later could not fail then)."""
     fallocate = getattr(os, "posix_fallocate", None)
-    if fallocate is None:
+    if fallocate is None or length <= 0:
         return
     try:
-        fallocate(fd, 0, size)
+        fallocate(fd, start, length)
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.ENOMEM):
             raise SharedMemoryError(
-                f"cannot reserve {size / 2**20:.1f} MiB of shared memory for a batch: "
+                f"cannot reserve {length / 2**20:.1f} MiB of shared memory for a batch: "
                 f"{os.strerror(error.errno)}. The machine or container is out of memory; lower "
                 "shm_budget, the batch size, prefetch_factor or num_workers."
             ) from error

@@ -13,6 +13,7 @@ import collections
 import faulthandler
 from contextlib import nullcontext
 import os
+import select
 import signal
 import threading
 import time
@@ -118,6 +119,9 @@ class _Worker:
         self.maker = BatchMaker(boot.dataset, boot.transform, boot.collator, boot.seed, seed_globals=not local)
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
         self.pending: collections.deque = collections.deque()
+        # Whether a message waits, without building a selector per check as conn.poll() does.
+        self._incoming = select.poll()
+        self._incoming.register(conn.fileno(), select.POLLIN)
         self.expected = 0  # bytes of the largest shared batch so far: the next arena's size
         self.shard = (
             ShardReader(boot.dataset, boot.stream_batch_size, boot.restart_stream)
@@ -220,7 +224,7 @@ class _Worker:
         busy are free before it takes one: otherwise a release queued behind the next task
         makes it create a segment it does not need, and more segments evict each other
         from the CPU's cache. Tasks and the rest keep their order in ``pending``."""
-        while self.conn.poll():
+        while self._incoming.poll(0):
             message = self.conn.recv()
             if isinstance(message, RunTask):
                 self.pool.release(message.released)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from dataloader._transport.arena import BumpAllocator, segment_size
+from dataloader.errors import SharedMemoryError
 from dataloader._transport.segment import ALIGNMENT, align
 
 from ._helpers import LocalWorker, reaches
@@ -74,6 +78,32 @@ def test_empty_and_object_arrays_come_from_private_memory(worker):
     assert empty.shape == (0, 3) and objects.shape == (4,) and objects.dtype == object
     assert not reaches(objects, segment.buffer)
     assert allocate.used == 0
+
+
+def _memory_of(segment) -> int:
+    return os.fstat(segment.fd).st_blocks * 512
+
+
+def test_only_the_bytes_a_batch_needs_take_memory_until_a_bigger_batch_comes(worker):
+    need = 3 * MiB + 5
+    segment = worker.pool.acquire(need)
+    assert segment.size > need, "the segment has headroom for bigger batches"
+    assert segment.backed == need
+    assert need <= _memory_of(segment) < need + 64 * KiB, "the headroom took memory"
+    allocate = BumpAllocator(segment)
+    allocate((need,), np.dtype(np.uint8))
+    grown = allocate((512 * KiB,), np.dtype(np.uint8))
+    assert _in_segment(grown, segment)
+    assert segment.backed == align(need) + 512 * KiB and _memory_of(segment) >= segment.backed
+    worker.pool.release([segment.id])
+    assert worker.pool.acquire(segment.size) is segment and segment.backed == segment.size
+
+
+def test_no_memory_for_a_bigger_batch_is_a_clear_error(worker, monkeypatch):
+    segment = worker.pool.acquire(MiB)
+    monkeypatch.setattr(os, "posix_fallocate", lambda *args: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    with pytest.raises(SharedMemoryError, match="cannot reserve 1.0 MiB of shared memory for a batch"):
+        BumpAllocator(segment)((2 * MiB,), np.dtype(np.uint8))
 
 
 def test_a_lazy_allocator_takes_its_segment_at_the_first_real_allocation(worker):

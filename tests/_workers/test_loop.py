@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dataloader import Collator
+from dataloader._stages.seeding import seeded_then_restored
 from dataloader._stages.task import BatchTask
 from dataloader._workers.loop import WorkerBoot, _Worker
 from dataloader._workers.messages import (
@@ -21,6 +22,7 @@ from dataloader._workers.messages import (
     Started,
 )
 from dataloader.transform import PseudoTransform
+from dataloader.worker import _set_worker_info
 
 MiB = 1 << 20
 
@@ -43,13 +45,19 @@ def worker():
         collator=Collator(), worker_init_fn=None, shm_budget=64 * MiB, name="loop-test",
         stream_batch_size=None, close_fds=(),
     )
-    local = _Worker(boot, there)
-    local.start()
-    assert isinstance(main.recv(), Started)
-    yield local, main
-    local.pool.close()
-    main.close()
-    there.close()
+    # The worker seeds the global random streams and sets the worker info of this thread:
+    # both go back to what they were, so later tests see a plain main process.
+    with seeded_then_restored(0):
+        local = _Worker(boot, there)
+        local.start()
+        assert isinstance(main.recv(), Started)
+        try:
+            yield local, main
+        finally:
+            _set_worker_info(None)
+            local.pool.close()
+            main.close()
+            there.close()
 
 
 def _replies(main) -> tuple[list[int], list[BatchDone]]:
