@@ -174,6 +174,8 @@ class _Worker:
             self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
             return
         try:
+            if allocator is None or allocator.segment is None:
+                self._absorb_releases()  # pack may take a segment: reuse a released one
             payload = pack(meta, raws, self.pool, allocator)
             while payload is None:
                 payload = self._wait_for_room(meta, raws, allocator)

@@ -37,12 +37,19 @@ class Images:
         return 64
 
 
-@pytest.fixture
-def worker():
+class FreshArrays(Collator):
+    """A custom collator that returns a fresh array (not from the batch allocator)."""
+
+    def apply(self, samples):
+        return np.stack(samples)
+
+
+@pytest.fixture(params=[Collator, FreshArrays], ids=["collated-in-place", "custom-collator"])
+def worker(request):
     main, there = Pipe()
     boot = WorkerBoot(
         worker_id=0, num_workers=1, seed=0, dataset=Images(), transform=PseudoTransform(),
-        collator=Collator(), worker_init_fn=None, shm_budget=64 * MiB, name="loop-test",
+        collator=request.param(), worker_init_fn=None, shm_budget=64 * MiB, name="loop-test",
         stream_batch_size=None, close_fds=(),
     )
     # The worker seeds the global random streams and sets the worker info of this thread:
