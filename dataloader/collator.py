@@ -65,13 +65,8 @@ def _kind(value: Any) -> str:
 
 def _collate(values: Sequence[Any], path: str) -> Any:
     """Collate the values found at ``path`` in every sample (one per sample)."""
-    types = set(map(type, values))
-    if types == _PLAIN_ARRAYS:
-        stacked = _stack_alike(values)
-        if stacked is not None:
-            return stacked
     kind = _kind(values[0])
-    if len(types) > 1:
+    if len(set(map(type, values))) > 1:
         kind = _common_kind(values, kind, path)
     return _RULES[kind](values, path)
 
@@ -117,7 +112,12 @@ def _common_kind(values: Sequence[Any], first: str, path: str) -> str:
 
 
 def _collate_arrays(values: Sequence[Any], path: str) -> np.ndarray:
-    arrays = values if all(type(v) is np.ndarray for v in values) else _as_arrays(values, path)
+    plain = set(map(type, values)) == _PLAIN_ARRAYS
+    if plain:
+        stacked = _stack_alike(values)
+        if stacked is not None:
+            return stacked
+    arrays = values if plain else _as_arrays(values, path)
     dtypes = {a.dtype for a in arrays}
     if any(d.hasobject for d in dtypes):
         _unsupported(values, path, next(i for i, a in enumerate(arrays) if a.dtype.hasobject))

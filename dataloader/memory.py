@@ -78,10 +78,15 @@ class ShmRoom:
 
 @dataclass(frozen=True)
 class TreeMemory:
-    """Memory of a process and its descendants; ``pss`` is None unless every one reported it."""
+    """Memory of a process and its descendants; ``pss`` is None unless every one reported it.
+
+    ``pss_shmem`` is the part of ``pss`` in shared memory (memfd, /dev/shm, shared
+    anonymous maps), None where the kernel does not say (Linux < 5.x, other systems).
+    """
     rss: int
     pss: int | None
     processes: int
+    pss_shmem: int | None = None
 
 
 @dataclass(frozen=True)
@@ -303,7 +308,7 @@ def process_tree_memory(pid: int | None = None) -> TreeMemory:
         processes = [root, *root.children(recursive=True)]
     except (psutil.Error, OSError):
         return TreeMemory(0, None, 0)
-    rss, pss, counted, pss_known = 0, 0, 0, True
+    rss, pss, shmem, counted, pss_known, shmem_known = 0, 0, 0, 0, True, True
     for process in processes:
         try:
             rss += process.memory_info().rss
@@ -314,7 +319,19 @@ def process_tree_memory(pid: int | None = None) -> TreeMemory:
             pss += process.memory_full_info().pss
         except (psutil.Error, OSError, AttributeError):  # no smaps access, or no pss on this OS
             pss_known = False
-    return TreeMemory(rss, pss if pss_known and counted else None, counted)
+        own = _pss_shmem(process.pid)
+        shmem_known = shmem_known and own is not None
+        shmem += own or 0
+    pss_total = pss if pss_known and counted else None
+    return TreeMemory(rss, pss_total, counted, shmem if pss_total is not None and shmem_known else None)
+
+
+def _pss_shmem(pid: int) -> int | None:
+    """``Pss_Shmem`` of /proc/PID/smaps_rollup in bytes, or None where it is missing."""
+    for line in (_read_text(f"/proc/{pid}/smaps_rollup") or "").splitlines():
+        if line.startswith("Pss_Shmem:"):
+            return int(line.split()[1]) * 1024
+    return None
 
 
 def check_worker_memory(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import subprocess
 import sys
 from collections import namedtuple
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -397,6 +399,23 @@ def test_process_tree_memory_counts_a_child():
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="the kernel has no smaps_rollup")
+def test_process_tree_memory_reports_the_shared_memory_it_maps():
+    size = 16 * 2**20
+    fd = os.memfd_create("tree-memory-test")
+    try:
+        os.ftruncate(fd, size)
+        before = process_tree_memory()
+        with mmap.mmap(fd, size) as mapping:
+            np.frombuffer(mapping, np.uint8)[:] = 1  # touch every page
+            touched = process_tree_memory()
+    finally:
+        os.close(fd)
+    assert before.pss_shmem is not None and touched.pss_shmem is not None
+    assert touched.pss_shmem - before.pss_shmem >= size * 0.9
+    assert touched.pss_shmem <= touched.pss
 
 
 def test_process_tree_memory_of_a_gone_process():

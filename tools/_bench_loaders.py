@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 import numpy as np
 
 from dataloader import DataLoader, Dataset, RandomSampler
+from dataloader._device.structure import leaves
 from _bench_workloads import BASELINE, LOAD_ONLY, MONITOR, OURS, OUR_OPTIONS, STEP_ONLY, TORCH
 
 if TYPE_CHECKING:
@@ -25,14 +26,6 @@ if TYPE_CHECKING:
 
 # (iterator, loader.stats or None)
 Opened = tuple[Iterator, "Callable[[], Any] | None"]
-
-
-def leaves(batch: Any) -> list:
-    if isinstance(batch, (tuple, list)):
-        return [leaf for item in batch for leaf in leaves(item)]
-    if isinstance(batch, dict):
-        return [leaf for item in batch.values() for leaf in leaves(item)]
-    return [batch]
 
 
 def touch(batch: Any) -> float:

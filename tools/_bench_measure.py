@@ -18,7 +18,8 @@ import psutil
 
 from dataloader import Dataset
 from dataloader.memory import process_tree_memory
-from _bench_loaders import RunSpec, leaves, plain_batches, touch
+from dataloader._device.structure import leaves
+from _bench_loaders import RunSpec, plain_batches, touch
 
 if TYPE_CHECKING:
     from _bench_config import BenchConfig
@@ -62,9 +63,9 @@ class TreeMemorySampler:
             memory = process_tree_memory()
             pss = memory.pss if memory.pss is not None else memory.rss
             self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, memory.rss)
-            private, shmem = _tree_pss_without_shmem(), _machine_shmem()
-            if private is not None and shmem is not None and self._shmem_before is not None:
-                full = private + max(0, shmem - self._shmem_before)
+            shmem = _machine_shmem()
+            if memory.pss_shmem is not None and shmem is not None and self._shmem_before is not None:
+                full = memory.pss - memory.pss_shmem + max(0, shmem - self._shmem_before)
                 self.peak_memory = max(self.peak_memory or 0, full)
 
     def reset(self) -> None:
@@ -83,30 +84,8 @@ class TreeMemorySampler:
 
 
 def _machine_shmem() -> int | None:
-    """Bytes of shared memory the machine holds (/proc/meminfo ``Shmem``), or None."""
-    for line in read_lines("/proc/meminfo"):
-        if line.startswith("Shmem:"):
-            return int(line.split()[1]) * 1024
-    return None
-
-
-def _tree_pss_without_shmem() -> int | None:
-    """PSS of this process and its descendants less their shared-memory pages
-    (``Pss - Pss_Shmem`` of /proc/PID/smaps_rollup, Linux 5.x), or None where unknown."""
-    total = 0
-    me = psutil.Process()
-    for process in [me, *me.children(recursive=True)]:
-        fields = {}
-        for line in read_lines(f"/proc/{process.pid}/smaps_rollup"):
-            name, _, rest = line.partition(":")
-            if name in ("Pss", "Pss_Shmem"):
-                fields[name] = int(rest.split()[0]) * 1024
-        if len(fields) < 2:
-            if process is me:
-                return None
-            continue  # a child that exited meanwhile
-        total += fields["Pss"] - fields["Pss_Shmem"]
-    return total
+    """Bytes of shared memory the machine holds (``Shmem`` of /proc/meminfo), or None."""
+    return getattr(psutil.virtual_memory(), "shared", None)
 
 
 class CpuClock:

@@ -82,6 +82,14 @@ class PidDataset(NestedDataset):
         return {**super().__getitem__(index), "pid": os.getpid()}
 
 
+def wait_for_gate(gate: str, limit: float) -> None:
+    """Return once the file ``gate`` exists, or after ``limit`` seconds. Polls: the test
+    process opens the gate, and a file is what every start method's workers can see."""
+    deadline = time.monotonic() + limit
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class LoggingNestedDataset(NestedDataset):
     """A :class:`NestedDataset` that appends ``"<index> <pid>"`` to ``log`` for every sample read.
 
@@ -98,9 +106,7 @@ class LoggingNestedDataset(NestedDataset):
 
     def __getitem__(self, index: int) -> dict:
         if index == self.gated_index:
-            deadline = time.monotonic() + 20.0
-            while not os.path.exists(self.gate) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for_gate(self.gate, 20.0)
         append_line(self.log, f"{index} {os.getpid()}")
         return super().__getitem__(index)
 
@@ -152,9 +158,7 @@ class GatedDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         if index == self.gated_index:
-            deadline = time.monotonic() + self.limit
-            while not os.path.exists(self.gate) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for_gate(self.gate, self.limit)
         return {"index": index}
 
 

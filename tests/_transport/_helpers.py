@@ -12,6 +12,8 @@ import pyarrow as pa
 from dataloader._transport.arena import Segment, SegmentPool
 from dataloader._transport.receiver import Receiver
 
+from ..harness import assert_same
+
 Pair = namedtuple("Pair", ["first", "second"])
 
 
@@ -70,7 +72,10 @@ def reaches(array: np.ndarray, target: Any) -> bool:
 
 def assert_identical(original: Any, decoded: Any, path: str = "batch") -> None:
     """Same structure, types, dtypes, shapes, memory order and bytes (NaN payloads included)."""
-    assert type(decoded) is type(original), f"{path}: {type(decoded).__name__} != {type(original).__name__}"
+    assert_same(original, decoded, path, leaf=_identical_leaf)
+
+
+def _identical_leaf(original: Any, decoded: Any, path: str) -> bool:
     if isinstance(original, np.ndarray):
         contiguous = original.flags.c_contiguous or original.flags.f_contiguous
         if not contiguous and decoded.dtype == original.dtype.newbyteorder("="):
@@ -84,15 +89,8 @@ def assert_identical(original: Any, decoded: Any, path: str = "batch") -> None:
         if original.flags.f_contiguous:
             assert decoded.flags.f_contiguous, f"{path}: lost Fortran order"
         assert decoded.tobytes() == original.tobytes(), f"{path}: values differ"
-    elif isinstance(original, (pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table)):
+        return True
+    if isinstance(original, (pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table)):
         assert decoded.equals(original), f"{path}: Arrow data differs"
-    elif isinstance(original, dict):
-        assert list(decoded) == list(original), f"{path}: keys differ"
-        for key in original:
-            assert_identical(original[key], decoded[key], f"{path}[{key!r}]")
-    elif isinstance(original, (list, tuple)):
-        assert len(decoded) == len(original), f"{path}: length differs"
-        for i, (a, b) in enumerate(zip(original, decoded)):
-            assert_identical(a, b, f"{path}[{i}]")
-    else:
-        assert decoded == original, f"{path}: {decoded!r} != {original!r}"
+        return True
+    return False

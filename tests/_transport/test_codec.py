@@ -129,6 +129,14 @@ def _check_views(original, decoded, segment_view) -> None:
         )
 
 
+def _decode_checked(batch, payload: SharedBatch, worker: LocalWorker) -> None:
+    """Decode ``payload`` from its segment: identical to ``batch``, out-of-band arrays as views."""
+    view = worker.view(payload.segment_id)
+    decoded = decode_shared(payload, view)
+    assert_identical(batch, decoded)
+    _check_views(batch, decoded, view)
+
+
 # -- round trips -------------------------------------------------------------------
 
 
@@ -187,10 +195,7 @@ def test_pack_round_trip_with_allocator(batch):
         event("arena outgrown" if payload.segment_id != segment.id else "arena kept")
         if payload.segment_id != segment.id:
             assert segment.free, "the outgrown arena segment was not given back"
-        segment_view = worker.view(payload.segment_id)
-        decoded = decode_shared(payload, segment_view)
-        assert_identical(batch, decoded)
-        _check_views(batch, decoded, segment_view)
+        _decode_checked(batch, payload, worker)
     finally:
         worker.close()
 
@@ -215,10 +220,7 @@ def test_structured_and_odd_dtypes_round_trip_through_a_segment():
     try:
         meta, raws = split(batch)
         payload = pack(meta, raws, worker.pool, BumpAllocator(worker.pool.acquire(1)))
-        view = worker.view(payload.segment_id)
-        decoded = decode_shared(payload, view)
-        assert_identical(batch, decoded)
-        _check_views(batch, decoded, view)
+        _decode_checked(batch, payload, worker)
     finally:
         worker.close()
 

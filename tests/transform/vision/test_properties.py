@@ -155,15 +155,21 @@ def spot_image(height, width, keypoints):
     return image
 
 
-@SETTINGS
-@given(scene=scenes(), data=st.data())
-def test_keypoints_follow_their_pixel_exactly(scene, data):
+def _spots_moved(scene: tuple, transform) -> tuple[np.ndarray, np.ndarray]:
+    """The image (one bright pixel per keypoint, one channel each) and the keypoints after
+    ``transform``."""
     height, width, boxes, keypoints, seed = scene
-    transform = data.draw(exact_geometry(height, width))
     with seeded(seed):
         out_image, _, _, out_keypoints, _ = transform.apply(
             scene_sample(height, width, boxes, keypoints, image=spot_image(height, width, keypoints))
         )
+    return out_image, out_keypoints
+
+
+@SETTINGS
+@given(scene=scenes(), data=st.data())
+def test_keypoints_follow_their_pixel_exactly(scene, data):
+    out_image, out_keypoints = _spots_moved(scene, data.draw(exact_geometry(*scene[:2])))
     out_h, out_w = out_image.shape[:2]
     for k, (x, y, _) in enumerate(out_keypoints[0]):
         if 0 <= x < out_w and 0 <= y < out_h:
@@ -175,12 +181,7 @@ def test_keypoints_follow_their_pixel_exactly(scene, data):
 @SETTINGS
 @given(scene=scenes(max_side=24), data=st.data())
 def test_keypoints_follow_their_pixel_through_upscaling(scene, data):
-    height, width, boxes, keypoints, seed = scene
-    transform = data.draw(upscaling_geometry(height, width))
-    with seeded(seed):
-        out_image, _, _, out_keypoints, _ = transform.apply(
-            scene_sample(height, width, boxes, keypoints, image=spot_image(height, width, keypoints))
-        )
+    out_image, out_keypoints = _spots_moved(scene, data.draw(upscaling_geometry(*scene[:2])))
     out_h, out_w = out_image.shape[:2]
     for k, (x, y, _) in enumerate(out_keypoints[0]):
         if 0 <= x < out_w and 0 <= y < out_h and out_image[:, :, k].max() > 0:
