@@ -43,6 +43,30 @@ class Numbers(Dataset):
         return self.n
 
 
+class GrowingBatches(Dataset):
+    """Batch ``k`` (of 4 samples) holds 4 x (50,000 + 5,000 k) bytes: each batch is a little
+    bigger than the one before, so a worker reaches into its segments' headroom."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return np.full(50_000 + 5_000 * (index // 4), index % 256, np.uint8)
+
+
+def no_memory_to_grow(worker_id: int) -> None:
+    """worker_init_fn: ``posix_fallocate`` fails with ENOSPC beyond the start of a file, as on a
+    machine that runs out of memory after the worker's first segment was made."""
+    real = os.posix_fallocate
+
+    def fallocate(fd: int, offset: int, length: int) -> None:
+        if offset > 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd, offset, length)
+
+    os.posix_fallocate = fallocate
+
+
 def loader_over(dataset: Any, method: str, batch_size: int = 4, num_workers: int = 2, **kwargs: Any) -> DataLoader:
     """A loader with ``num_workers`` workers started by ``method``, batches in index order."""
     return DataLoader(

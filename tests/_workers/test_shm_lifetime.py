@@ -14,7 +14,15 @@ import zlib
 import numpy as np
 import pytest
 
-from tests._workers._fixtures import ChecksumCollator, PatternImages, loader_over, pattern
+import dataloader
+from tests._workers._fixtures import (
+    ChecksumCollator,
+    GrowingBatches,
+    PatternImages,
+    loader_over,
+    no_memory_to_grow,
+    pattern,
+)
 
 BATCH = 16
 HELD = 200
@@ -79,3 +87,16 @@ def test_a_small_shm_budget_falls_back_to_the_pipe_instead_of_deadlocking(no_lea
     assert warnings, "holding more batches than the budget fits should log a warning"
     assert any("shm_budget" in r.getMessage() for r in warnings), [r.getMessage() for r in warnings]
     assert elapsed < 20  # about a second of work; a wait for room would have hit the timeout
+
+
+def test_no_memory_for_a_bigger_batch_is_a_clear_error_not_a_sigbus(no_leaks, start_method):
+    loader = loader_over(GrowingBatches(), start_method, num_workers=1, worker_init_fn=no_memory_to_grow,
+                         timeout=20)
+    with pytest.raises(dataloader.SharedMemoryError) as info:
+        for _ in loader:
+            pass
+    message = str(info.value)
+    assert isinstance(info.value, dataloader.WorkerError)
+    assert "cannot reserve" in message and "shared memory for a batch" in message, message
+    assert "lower shm_budget, the batch size, prefetch_factor or num_workers" in message, message
+    assert "DataLoader worker 0" in message, message
