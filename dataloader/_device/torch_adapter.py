@@ -1,5 +1,11 @@
 """PyTorch: zero-copy CPU tensors; pinned staging and a side-stream copy for CUDA.
 
+The copy into pinned memory is NumPy's, in the calling thread. PyTorch's own
+(``Tensor.pin_memory()``, ``Tensor.copy_``) runs on its intra-op OpenMP pool,
+whose threads spin after every parallel region: on a 16-core GPU machine they
+took 12-15 cores from the workers and halved the loader's rate (measured with
+tools/bench_gpu.py; docs/performance.md, "Feeding a GPU").
+
 Imported only when a loader asks for torch.
 """
 
@@ -71,14 +77,13 @@ class TorchAdapter:
         return batch.batch
 
     def _to_cpu_tensor(self, array: np.ndarray) -> Any:
-        tensor = torch.from_numpy(_torch_compatible(array))
-        return tensor.pin_memory() if self.pin_memory else tensor
+        if self.pin_memory:
+            return _pinned_copy(array)
+        return torch.from_numpy(_torch_compatible(array))
 
     def _to_cuda(self, array: np.ndarray) -> Any:
-        tensor = torch.from_numpy(_torch_compatible(array))
-        if self.pin_memory:
-            tensor = tensor.pin_memory()
-        return tensor.to(self.device, non_blocking=True)
+        source = _pinned_copy(array) if self.pin_memory else torch.from_numpy(_torch_compatible(array))
+        return source.to(self.device, non_blocking=True)
 
 
 class _Pending:
@@ -89,6 +94,20 @@ class _Pending:
     def __init__(self, batch: Any, event: Any) -> None:
         self.batch = batch
         self.event = event
+
+
+def _pinned_copy(array: np.ndarray) -> Any:
+    """A new pinned tensor with ``array``'s values in native byte order, copied by NumPy."""
+    native = array.dtype.newbyteorder("=")
+    dtype = _TORCH_DTYPES.get(native)
+    if dtype is None:
+        dtype = _TORCH_DTYPES[native] = torch.from_numpy(np.empty(0, native)).dtype
+    pinned = torch.empty(array.shape, dtype=dtype, pin_memory=True)
+    np.copyto(pinned.numpy(), array, casting="equiv")
+    return pinned
+
+
+_TORCH_DTYPES: dict[np.dtype, Any] = {}
 
 
 def _torch_compatible(array: np.ndarray) -> np.ndarray:
