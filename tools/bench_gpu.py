@@ -40,8 +40,6 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-import numpy as np  # noqa: E402
-
 from dataloader import DataLoader, RandomSampler  # noqa: E402
 from _bench_summary import median  # noqa: E402
 from _bench_workloads import WORKLOADS  # noqa: E402

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dataloader import ArrayDataset, DataLoader, Dataset, RandomSampler, SequentialSampler
+from dataloader._device.structure import map_arrays
 from tests.harness import assert_same, collect
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -77,13 +78,7 @@ def _to_numpy(batch):
 
 def _native(batch):
     """Byte order made native, as the adapter does (torch has no big-endian dtypes)."""
-    if isinstance(batch, np.ndarray):
-        return batch.astype(batch.dtype.newbyteorder("="))
-    if isinstance(batch, dict):
-        return {key: _native(value) for key, value in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_native(value) for value in batch)
-    return batch
+    return map_arrays(batch, lambda array: array.astype(array.dtype.newbyteorder("=")))
 
 
 @pytest.mark.parametrize("preload", [False, True])
@@ -108,11 +103,11 @@ def test_gpu_batches_equal_the_numpy_batches(no_leaks, num_workers, start, prelo
         assert_same(a, b, f"batch {k}")
 
 
-def _busy(torch, seconds_hint: int = 6):
+def _busy(torch, rounds: int = 6):
     """Queue a few milliseconds of work on the current stream, so that anything not ordered
     after it (or before it) would race with it."""
     a = torch.randn(2048, 2048, device="cuda:0")
-    for _ in range(seconds_hint):
+    for _ in range(rounds):
         a = a @ a
         a = a / a.norm()
     return a
