@@ -60,7 +60,7 @@ class GpuStep:
         import torch
 
         self.count = max(0, int(count))
-        self._mul, self._matmul = torch.mul, torch.matmul
+        self._torch = torch  # imported lazily: the module must load where torch is missing
         generator = torch.Generator(device=DEVICE).manual_seed(0)
         self._w = torch.randn(self.SIDE, self.SIDE, device=DEVICE, generator=generator) / self.SIDE**0.5
         self._a = torch.empty_like(self._w)
@@ -70,10 +70,10 @@ class GpuStep:
         mean = batch[0].float().mean()
         if not self.count:
             return float(mean.item())
-        self._mul(self._w, mean / 255, out=self._a)
+        self._torch.mul(self._w, mean / 255, out=self._a)
         a, b = self._a, self._b
         for _ in range(self.count):
-            self._matmul(a, self._w, out=b)
+            self._torch.matmul(a, self._w, out=b)
             a, b = b, a
         return float(a[0, 0].item())
 
@@ -154,16 +154,16 @@ def measure(label: str, workload: str, dataset: Any, workers: int, step: GpuStep
 
 def summarize(runs: list[Run]) -> list[dict]:
     """One row per (workload, step, workers, run): median rate and paired ratios."""
+    groups: dict[tuple, list[Run]] = {}
+    for r in runs:
+        groups.setdefault((r.workload, r.step_ms, r.num_workers, r.label), []).append(r)
+    by_rep = {(r.workload, r.step_ms, r.num_workers, r.label, r.rep): r for r in runs}
     rows = []
-    keyed = {(r.workload, r.step_ms, r.num_workers, r.label, r.rep): r for r in runs}
-    for workload, step_ms, workers, label in dict.fromkeys(
-        (r.workload, r.step_ms, r.num_workers, r.label) for r in runs
-    ):
-        group = [r for r in runs if (r.workload, r.step_ms, r.num_workers, r.label) == (workload, step_ms, workers, label)]
+    for (workload, step_ms, workers, label), group in groups.items():
 
         def paired(other: str) -> float | None:
-            return median([r.rate / keyed[(workload, step_ms, workers, other, r.rep)].rate
-                           for r in group if (workload, step_ms, workers, other, r.rep) in keyed])
+            partners = [(r, by_rep.get((workload, step_ms, workers, other, r.rep))) for r in group]
+            return median([r.rate / p.rate for r, p in partners if p is not None])
 
         rows.append({
             "workload": workload, "step_ms": step_ms, "num_workers": workers, "loader": label,
@@ -187,19 +187,16 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _ints(text: str) -> list[int]:
-    return [int(v) for v in text.split(",") if v]
-
-
-def _floats(text: str) -> list[float]:
-    return [float(v) for v in text.split(",") if v]
+def _comma_list(convert: Callable[[str], Any]) -> Callable[[str], list]:
+    """An argparse type: "2,4,8" -> [convert("2"), convert("4"), convert("8")]."""
+    return lambda text: [convert(v) for v in text.split(",") if v]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="images,decode")
-    parser.add_argument("--workers", type=_ints, default=[2, 4, 8])
-    parser.add_argument("--step-ms", type=_floats, default=[0.0, 4.0])
+    parser.add_argument("--workers", type=_comma_list(int), default=[2, 4, 8])
+    parser.add_argument("--step-ms", type=_comma_list(float), default=[0.0, 4.0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=0)

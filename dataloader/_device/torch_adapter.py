@@ -11,6 +11,7 @@ Imported only when a loader asks for torch.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -82,8 +83,8 @@ class TorchAdapter:
         return torch.from_numpy(_torch_compatible(array))
 
     def _to_cuda(self, array: np.ndarray) -> Any:
-        source = _pinned_copy(array) if self.pin_memory else torch.from_numpy(_torch_compatible(array))
-        return source.to(self.device, non_blocking=True)
+        # A CUDA adapter always pins (make_adapter): only a pinned source copies asynchronously.
+        return _pinned_copy(array).to(self.device, non_blocking=True)
 
 
 class _Pending:
@@ -98,16 +99,15 @@ class _Pending:
 
 def _pinned_copy(array: np.ndarray) -> Any:
     """A new pinned tensor with ``array``'s values in native byte order, copied by NumPy."""
-    native = array.dtype.newbyteorder("=")
-    dtype = _TORCH_DTYPES.get(native)
-    if dtype is None:
-        dtype = _TORCH_DTYPES[native] = torch.from_numpy(np.empty(0, native)).dtype
-    pinned = torch.empty(array.shape, dtype=dtype, pin_memory=True)
+    pinned = torch.empty(array.shape, dtype=_torch_dtype(array.dtype.newbyteorder("=")), pin_memory=True)
     np.copyto(pinned.numpy(), array, casting="equiv")
     return pinned
 
 
-_TORCH_DTYPES: dict[np.dtype, Any] = {}
+@functools.lru_cache(maxsize=None)
+def _torch_dtype(native: np.dtype) -> Any:
+    """torch's dtype for a native-order NumPy dtype (torch's own mapping, read once per dtype)."""
+    return torch.from_numpy(np.empty(0, native)).dtype
 
 
 def _torch_compatible(array: np.ndarray) -> np.ndarray:
