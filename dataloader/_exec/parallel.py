@@ -139,6 +139,7 @@ class ParallelExecutor:
                 break
             released = tuple(self._released.pop(worker.id, ()))
             self._send(worker, RunTask(task, released))
+            worker.releases_sent += bool(released)
             worker.outstanding[(task.epoch, task.index)] = task.indices
             self._in_flight += 1
         self._send_releases()
@@ -177,17 +178,24 @@ class ParallelExecutor:
     def _send_releases(self) -> None:
         for worker_id in list(self._released):
             segment_ids = tuple(self._released.pop(worker_id))
-            self._send(self._pool.workers[worker_id], ReleaseSegments(segment_ids))
-            self._pool.workers[worker_id].waiting = None
+            worker = self._pool.workers[worker_id]
+            self._send(worker, ReleaseSegments(segment_ids))
+            worker.releases_sent += 1
+            worker.waiting = None
 
     # -- receiving ---------------------------------------------------------
 
     def _wait(self, deadline: float | None) -> None:
-        self._collect_releases()
-        self._send_releases()
-        self._grant_overflow()
-        timeout = None if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
-        ready = self._poller.poll(timeout)
+        receiver = self._pool.receiver
+        receiver.sleeping = True  # before reading the queue: a drop from now on wakes the poll
+        try:
+            self._collect_releases()
+            self._send_releases()
+            self._grant_overflow()
+            timeout = None if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            ready = self._poller.poll(timeout)
+        finally:
+            receiver.sleeping = False
         if not ready:
             raise self._timeout_error()
         exits = []
@@ -238,7 +246,11 @@ class ParallelExecutor:
             self._ended.add(worker.id)
             self._reorder.skip(message.index)
         elif isinstance(message, WaitingForRoom):
-            worker.waiting = message  # on the handle: it outlives this epoch
+            # Sent before it read a release already on its way: that release answers it (and
+            # the worker asks again if it frees too little). Granting the pipe here would
+            # warn of a fallback that never happens.
+            if message.heard >= worker.releases_sent:
+                worker.waiting = message  # on the handle: it outlives this epoch
         elif isinstance(message, InitFailed):
             raise message.error.rebuild()
 

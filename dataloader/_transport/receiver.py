@@ -4,7 +4,9 @@ It maps the segments workers announce, turns each :class:`SharedBatch` into
 a batch of zero-copy views, and notices when the user has dropped the last
 view of a batch (a weak reference on the per-batch base array) so the worker
 may reuse that segment. Notices may come from any thread (garbage
-collection), so they go to a queue plus a wake-up pipe the executor waits on.
+collection), so they go to a queue; while the executor sleeps (``sleeping``)
+they also write to a wake-up pipe it waits on. A drop while it is awake needs
+no system call: it reads the queue before it sleeps again.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class Receiver:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
+        # Set by the executor before it reads the queue and then blocks; a drop seen
+        # with it set writes to the pipe (set first, then read: no drop is missed).
+        self.sleeping = False
+        self._signalled = False
         self._closed = False
 
     @property
@@ -81,11 +87,13 @@ class Receiver:
 
     def drain(self) -> dict[int, list[int]]:
         """Segments dropped since the last call, by worker."""
-        try:
-            while os.read(self._wake_read, 4096):
+        if self._signalled:
+            self._signalled = False
+            try:
+                while os.read(self._wake_read, 4096):
+                    pass
+            except (BlockingIOError, OSError):
                 pass
-        except (BlockingIOError, OSError):
-            pass
         dropped: dict[int, list[int]] = {}
         while self._released:
             worker_id, segment_id = self._released.popleft()
@@ -108,6 +116,9 @@ class Receiver:
             return
         self._leases.pop(lease, None)
         self._released.append(key)
+        if not self.sleeping:
+            return
+        self._signalled = True
         try:
             os.write(self._wake_write, b"\0")
         except (BlockingIOError, OSError):

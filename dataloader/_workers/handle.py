@@ -16,6 +16,8 @@ class Handle:
     outstanding: dict = field(default_factory=dict, kw_only=True)
     # Set while the worker waits for shared-memory room (a WaitingForRoom message).
     waiting: Any = field(default=None, kw_only=True)
+    # Messages sent to it that free segments (to tell a stale WaitingForRoom from a live one).
+    releases_sent: int = field(default=0, kw_only=True)
 
     @property
     def pid(self) -> int:

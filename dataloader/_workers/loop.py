@@ -123,6 +123,7 @@ class _Worker:
         self._incoming = select.poll()
         self._incoming.register(conn.fileno(), select.POLLIN)
         self.expected = 0  # bytes of the largest shared batch so far: the next arena's size
+        self.heard = 0  # messages read that freed segments (see WaitingForRoom.heard)
         self.shard = (
             ShardReader(boot.dataset, boot.stream_batch_size, boot.restart_stream)
             if boot.stream_batch_size is not None
@@ -146,10 +147,10 @@ class _Worker:
         while True:
             message = self.pending.popleft() if self.pending else self.conn.recv()
             if isinstance(message, RunTask):
-                self.pool.release(message.released)
+                self._release(message.released)
                 self._run(message.task)
             elif isinstance(message, ReleaseSegments):
-                self.pool.release(message.segment_ids)
+                self._release(message.segment_ids)
             elif isinstance(message, Shutdown):
                 return
             # A late Overflow (the room came first) needs nothing.
@@ -229,12 +230,17 @@ class _Worker:
         while self._incoming.poll(0):
             message = self.conn.recv()
             if isinstance(message, RunTask):
-                self.pool.release(message.released)
+                self._release(message.released)
                 message = RunTask(message.task)
             elif isinstance(message, ReleaseSegments):
-                self.pool.release(message.segment_ids)
+                self._release(message.segment_ids)
                 continue
             self.pending.append(message)
+
+    def _release(self, segment_ids: tuple[int, ...]) -> None:
+        if segment_ids:
+            self.heard += 1
+            self.pool.release(segment_ids)
 
     def _give_back(self, allocator: BumpAllocator | None) -> None:
         if allocator is not None and allocator.segment is not None:
@@ -242,12 +248,14 @@ class _Worker:
 
     def _wait_for_room(self, meta: bytes, raws: list, allocator: BumpAllocator | None) -> Any:
         """Block until the user drops a batch, or the main process says to send it inline."""
-        self.conn.send(WaitingForRoom(sum(r.nbytes for r in raws), self.pool.reserved, self.pool.budget))
+        self.conn.send(
+            WaitingForRoom(sum(r.nbytes for r in raws), self.pool.reserved, self.pool.budget, self.heard)
+        )
         while True:
             message = self.conn.recv()
             if isinstance(message, (ReleaseSegments, RunTask)):
                 released = message.segment_ids if isinstance(message, ReleaseSegments) else message.released
-                self.pool.release(released)
+                self._release(released)
                 if isinstance(message, RunTask):
                     self.pending.append(RunTask(message.task))
                 if released:

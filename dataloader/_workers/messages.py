@@ -95,3 +95,6 @@ class WaitingForRoom:
     needed: int
     reserved: int
     budget: int
+    # How many messages freeing segments the worker had read: fewer than the main process
+    # sent means one is on its way, and the worker asks again if that frees too little.
+    heard: int = 0

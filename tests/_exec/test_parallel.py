@@ -19,6 +19,7 @@ from dataloader._transport.codec import INLINE_LIMIT
 from tests.harness import assert_parallel_equals_serial, assert_same_batches, collect, owned
 
 from ._fixtures import (
+    LoggingNestedDataset,
     ArrowCollator,
     CountingStream,
     GatedDataset,
@@ -136,6 +137,24 @@ def test_held_batches_are_never_overwritten(no_leaks):
     held = list(loader)
     assert_same_batches(expected, [owned(b) for b in held])
     del held
+
+
+def test_a_worker_waiting_for_room_is_sent_its_release(no_leaks, tmp_path, caplog):
+    """With its budget full of held batches a worker waits; their drop must reach it as a
+    message of its own (no task may come), not end in the pipe fallback."""
+    log = str(tmp_path / "reads.log")
+    dataset = LoggingNestedDataset(32 * 8, LARGE, log)
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=32), num_workers=1, prefetch_factor=2,
+                        shm_budget=2**20, timeout=10, multiprocessing_context="fork")
+    with caplog.at_level("DEBUG", logger="dataloader"):
+        it = iter(loader)
+        held = [next(it), next(it)]  # both of the worker's segments lent
+        assert 2 in _settled(log, 32), "the worker did not start batch 2"  # ... and waits for room
+        assert [int(b["meta"][0][0]) for b in held] == [0, 32]
+        del held
+        rest = [int(b["meta"][0][0]) for b in it]
+    assert rest == [32 * b for b in range(2, 8)]
+    assert not [r for r in caplog.records if "through a pipe" in r.getMessage()], "fell back to the pipe"
 
 
 # -- in_order=False --------------------------------------------------------------
