@@ -1,0 +1,73 @@
+"""tools/bench_floor.py: the floor's batches are the plain loop's, its workers leave nothing
+behind, ratios are paired within a repetition, and a quick run prints its table. No speed is
+asserted."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TOOLS = str(Path(__file__).resolve().parents[2] / "tools")
+sys.path.insert(0, TOOLS)
+try:
+    import bench_floor
+    from _bench_loaders import plain_batches
+    from _bench_workloads import WORKLOADS
+    from bench_floor import FLOOR, NO_LOADER, OURS, FloorWorkers, Run
+finally:
+    sys.path.remove(TOOLS)
+
+
+@pytest.mark.parametrize("workload", ["tiny", "images"])
+def test_floor_batches_are_the_plain_loops_in_order(no_leaks, workload):
+    spec = WORKLOADS[workload]
+    dataset = spec.make(True)
+    order = np.random.default_rng(1).permutation(len(dataset)).tolist()[: spec.batch_size * 12]
+    expected = list(plain_batches(dataset, order, spec.batch_size))
+    with FloorWorkers(dataset, order, spec.batch_size, workers=2, main_us=50) as floor:
+        # Copies: a view's segment is handed back to its worker when the next batch is taken.
+        got = [tuple(field.copy() for field in batch) for batch in floor]
+    assert len(got) == len(expected) == 12
+    for mine, plain in zip(got, expected):
+        assert len(mine) == len(plain)
+        for a, b in zip(mine, plain):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_ratios_are_paired_within_a_repetition():
+    runs = [
+        Run("images", NO_LOADER, 0, 100.0), Run("images", FLOOR, 0, 200.0, 50.0, 800.0),
+        Run("images", OURS, 0, 120.0, 200.0, 1300.0),
+        Run("images", NO_LOADER, 1, 50.0), Run("images", FLOOR, 1, 90.0, 60.0, 900.0),
+        Run("images", OURS, 1, 70.0, 220.0, 1200.0),
+    ]
+    rows = {row["loader"]: row for row in bench_floor.summarize(runs)}
+    assert rows[FLOOR]["vs_no_loader"] == pytest.approx(1.9)  # median of 2.0 and 1.8
+    assert rows[OURS]["vs_no_loader"] == pytest.approx(1.3)  # median of 1.2 and 1.4
+    assert rows[OURS]["main_us_per_batch"] == pytest.approx(210.0)
+    assert rows[NO_LOADER]["main_us_per_batch"] is None
+    table = bench_floor.format_table(list(rows.values()))
+    assert "1.90" in table and "1.30" in table and "1250" in table
+
+
+def test_bad_arguments_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        bench_floor.parse_args(["--workloads", "decode"])
+    assert "unknown workload" in capsys.readouterr().err
+
+
+def test_quick_run_prints_every_row(no_leaks, tmp_path, capsys):
+    out = tmp_path / "floor.json"
+    assert bench_floor.main(["--quick", "--seconds", "0.2", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    for label in ("no-loader", "floor", "floor+main", "ours"):
+        assert f" {label} " in text
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["workload"], r["loader"]) for r in rows} == {
+        (w, l) for w in ("images", "tiny") for l in ("no-loader", "floor", "floor+main", "ours")
+    }
+    assert all(r["samples_per_s"] > 0 for r in rows)
