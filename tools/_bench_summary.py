@@ -3,8 +3,10 @@ repetition, the numbers derived for the settings workloads, and the issue's targ
 
 from __future__ import annotations
 
+import json
 import statistics
-from typing import Callable, Sequence
+from dataclasses import asdict
+from typing import Any, Callable, Sequence
 
 from _bench_measure import Measurement
 from _bench_workloads import (
@@ -126,6 +128,12 @@ def _cpu_per_sample(run: Measurement) -> float:
     if run.timed_cpu_s is not None and run.timed_samples:
         return run.timed_cpu_s / run.timed_samples
     return run.cpu_s / run.samples_total
+
+
+def dump_runs(path: str, runs: Sequence[Any], rows: list[dict]) -> None:
+    """Write a side tool's runs (dataclasses) and summary rows to ``path`` as JSON."""
+    with open(path, "w") as handle:
+        json.dump({"runs": [asdict(r) for r in runs], "rows": rows}, handle, indent=1)
 
 
 def median(values: Sequence[float]) -> float | None:

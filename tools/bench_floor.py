@@ -25,14 +25,15 @@ Usage: ``python tools/bench_floor.py [--workloads images,tiny] [--workers 2] [--
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import mmap
 import os
 import select
 import struct
 import sys
 import time
-from dataclasses import asdict, dataclass
+import traceback
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -42,9 +43,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from dataloader import DataLoader, RandomSampler  # noqa: E402
+from dataloader import DataLoader, Dataset, RandomSampler  # noqa: E402
+from dataloader._transport.segment import align, create_fd, map_fd  # noqa: E402
 from _bench_loaders import plain_batches, stack, touch  # noqa: E402
-from _bench_summary import median  # noqa: E402
+from _bench_summary import dump_runs, median  # noqa: E402
 from _bench_workloads import WORKLOADS, TinyDataset  # noqa: E402
 
 NO_LOADER, FLOOR, FLOOR_MAIN, OURS = "no-loader", "floor", "floor+main", "ours"
@@ -77,7 +79,7 @@ class FloorWorkers:
         offsets, end = [], 0
         for shape, dtype in self._fields:
             offsets.append(end)
-            end += -(-int(np.prod(shape)) * dtype.itemsize // 64) * 64
+            end = align(end + int(np.prod(shape)) * dtype.itemsize)
         self._offsets, size = offsets, end
         self._maps = [[self._segment(size) for _ in range(SEGMENTS_PER_WORKER)] for _ in range(workers)]
         self._views = [[self._layout(m) for m in row] for row in self._maps]
@@ -87,8 +89,9 @@ class FloorWorkers:
             done_r, done_w = os.pipe()
             pid = os.fork()
             if pid == 0:  # pragma: no cover - runs in the child
-                os.close(task_w)
-                os.close(done_r)
+                # Its own parent-side ends, and those of the workers forked before it.
+                for fd in (task_w, done_r, *self._tasks, *self._done):
+                    os.close(fd)
                 self._serve(w, task_r, done_w)
             os.close(task_r)
             os.close(done_w)
@@ -98,10 +101,10 @@ class FloorWorkers:
 
     @staticmethod
     def _segment(size: int) -> mmap.mmap:
-        fd = os.memfd_create("bench-floor", os.MFD_CLOEXEC)
+        """A segment made as our workers make theirs (memfd, pages reserved up front)."""
+        fd = create_fd(size, "bench-floor")
         try:
-            os.ftruncate(fd, size)
-            return mmap.mmap(fd, size)
+            return map_fd(fd, size)
         finally:
             os.close(fd)
 
@@ -130,6 +133,7 @@ class FloorWorkers:
                         out[...] = column
                 os.write(done_w, message)
         except BaseException:
+            traceback.print_exc()
             code = 1
         finally:
             os._exit(code)
@@ -160,6 +164,8 @@ class FloorWorkers:
                 for fd, _ in poller.poll():
                     w = owner[fd]
                     data = os.read(fd, _DONE.size * 64)
+                    if not data:
+                        raise RuntimeError(f"bench_floor: worker {w} exited (its traceback is above)")
                     for at in range(0, len(data), _DONE.size):
                         done, segment = _DONE.unpack_from(data, at)
                         ready[done] = (w, segment)
@@ -175,10 +181,14 @@ class FloorWorkers:
             yield self._views[w][segment]
 
     def close(self) -> None:
-        for fd in self._tasks + self._done:
+        # No more tasks: each worker finishes what it has, reports it and exits; its
+        # report pipe is closed only then, so no worker writes into a closed pipe.
+        for fd in self._tasks:
             os.close(fd)
         for pid in self._pids:
             os.waitpid(pid, 0)
+        for fd in self._done:
+            os.close(fd)
         self._views = []
         for row in self._maps:
             for segment in row:
@@ -217,11 +227,18 @@ def _measure(batches: Iterator, batch_size: int, seconds: float, limit: int) -> 
     return count * batch_size / elapsed, (main1 - main0) / count * 1e6, (kids1 - kids0) / count * 1e6
 
 
+@functools.lru_cache(maxsize=None)
+def _dataset(workload: str, small: bool) -> Dataset:
+    """One dataset per workload for the whole run (the image pool takes a while to make)."""
+    if workload == "tiny" and not small:
+        return TinyDataset(2_000_000)  # its own 200k samples last well under a second here
+    return WORKLOADS[workload].make(small)
+
+
 def run_once(workload: str, loader: str, rep: int, workers: int, seconds: float, main_us: float,
              small: bool = False) -> Run:
     spec = WORKLOADS[workload]
-    # tiny's own 200k samples last well under a second here: ten times as many.
-    dataset = TinyDataset(2_000_000) if workload == "tiny" and not small else spec.make(small)
+    dataset = _dataset(workload, small)
     order = np.random.default_rng(rep).permutation(len(dataset)).tolist()
     limit = len(order) // spec.batch_size - WARMUP_BATCHES - (PREFETCH + 1) * workers
     if loader == NO_LOADER:
@@ -309,8 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"floor+main spends {args.main_us:g} us per batch; medians, ratios paired within a rep")
     print(format_table(rows))
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"runs": [asdict(r) for r in runs], "rows": rows}, out, indent=1)
+        dump_runs(args.json, runs, rows)
     return 0
 
 

@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,7 +40,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 from dataloader import DataLoader, RandomSampler  # noqa: E402
-from _bench_summary import median  # noqa: E402
+from _bench_summary import dump_runs, median  # noqa: E402
 from _bench_workloads import WORKLOADS  # noqa: E402
 
 STEP_ONLY, TORCH, OURS, PRELOAD = "step-only", "torch", "ours", "ours+preload"
@@ -249,8 +248,7 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
     rows = summarize(runs)
     log(format_table(rows))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"runs": [asdict(r) for r in runs], "rows": rows}, handle, indent=1)
+        dump_runs(args.json, runs, rows)
     return 0
 
 

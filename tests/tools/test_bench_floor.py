@@ -71,3 +71,28 @@ def test_quick_run_prints_every_row(no_leaks, tmp_path, capsys):
         (w, l) for w in ("images", "tiny") for l in ("no-loader", "floor", "floor+main", "ours")
     }
     assert all(r["samples_per_s"] > 0 for r in rows)
+
+
+class _Failing:
+    """Tiny's samples, but sample 40 raises."""
+
+    def __init__(self) -> None:
+        self._inner = WORKLOADS["tiny"].make(True)
+
+    def __getitem__(self, index: int):
+        if index == 40:
+            raise ValueError("sample 40 is broken")
+        return self._inner[index]
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+def test_a_failing_floor_worker_is_an_error_not_a_hang(no_leaks, capfd):
+    dataset = _Failing()
+    order = list(range(32 * 6))
+    with pytest.raises(RuntimeError, match=r"worker [01] exited"):
+        with FloorWorkers(dataset, order, 32, workers=2) as floor:
+            for _ in floor:  # batch 1 (samples 32-63) fails in whichever worker makes it
+                pass
+    assert "sample 40 is broken" in capfd.readouterr().err
