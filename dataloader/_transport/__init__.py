@@ -4,8 +4,10 @@
   mapped by the main process from a passed file descriptor.
 - ``arena``: the worker's pool of reusable segments and the bump allocator the
   collator writes batches into.
-- ``codec``: a batch -> (small pickle, buffers in a segment) and back, with
+- ``codec``: a batch -> (small metadata, buffers in a segment) and back, with
   pickle protocol 5 out-of-band buffers (NumPy and Arrow data are not copied).
+- ``skeleton``: the metadata of plain batches (containers of arrays): a cached
+  skeleton number and the arrays' shapes instead of a pickle.
 - ``receiver``: the main process's side: maps segments, builds zero-copy views
   and notices when the user has dropped every view of a batch.
 """

@@ -1,6 +1,8 @@
-"""A batch -> a small pickle plus its array bytes in a segment, and back.
+"""A batch -> small metadata plus its array bytes in a segment, and back.
 
-Pickle protocol 5 hands every contiguous NumPy array and every Arrow buffer
+Plain batches (containers of C-contiguous arrays) are described by a cached
+:mod:`skeleton <dataloader._transport.skeleton>` and each array's shape. For
+everything else, pickle protocol 5 hands every contiguous NumPy array and every Arrow buffer
 to a callback instead of copying it into the pickle ("out-of-band"). The
 worker puts those buffers in a shared segment (where the collator usually
 wrote them already, so nothing is copied at all) and sends only the pickle
@@ -10,6 +12,7 @@ segment: the arrays it hands out *are* the shared memory.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +21,7 @@ import numpy as np
 
 from .arena import BumpAllocator, Segment, SegmentPool
 from .segment import align
+from .skeleton import Plain, SkeletonBook, SkeletonNames, as_bytes, flatten
 
 # Below this many bytes of array data a batch travels inside the message: a
 # segment round trip costs more than copying a few kilobytes.
@@ -28,7 +32,7 @@ INLINE_LIMIT = 64 * 1024
 class InlineBatch:
     """A batch whose buffers travel inside the message."""
 
-    meta: bytes
+    meta: bytes | Plain
     buffers: tuple[bytearray, ...]
 
 
@@ -44,7 +48,7 @@ class SharedBatch:
     """A batch whose buffers lie in segment ``segment_id`` at ``layout`` (offset, nbytes)."""
 
     segment_id: int
-    meta: bytes
+    meta: bytes | Plain
     layout: tuple[tuple[int, int], ...]
 
     @property
@@ -52,20 +56,31 @@ class SharedBatch:
         return sum(n for _, n in self.layout)
 
 
-def split(batch: Any) -> tuple[bytes, list[memoryview]]:
-    """Pickle ``batch`` with its large buffers left out-of-band."""
+def split(batch: Any, names: SkeletonNames | None = None) -> tuple[bytes | Plain, list[memoryview]]:
+    """The meta of ``batch`` and its buffers: a :class:`Plain` naming its skeleton in ``names``
+    where it has one, else a pickle with its large buffers left out-of-band."""
+    if names is not None:
+        flat = flatten(batch)
+        if flat is not None:
+            skeleton, shapes, arrays = flat
+            return names.plain(skeleton, shapes), [as_bytes(a) for a in arrays]
     buffers: list[pickle.PickleBuffer] = []
     meta = pickle.dumps(batch, protocol=5, buffer_callback=buffers.append)
     return meta, [b.raw() for b in buffers]
 
 
-def inline(meta: bytes, raws: list[memoryview]) -> InlineBatch:
+def fits_inline(raws: list[memoryview]) -> bool:
+    """Whether buffers this small travel inside the message when no segment holds them yet."""
+    return sum(align(raw.nbytes) for raw in raws) <= INLINE_LIMIT
+
+
+def inline(meta: bytes | Plain, raws: list[memoryview]) -> InlineBatch:
     """Carry the buffers in the message (writable copies, as users expect)."""
     return InlineBatch(meta, tuple(bytearray(raw) for raw in raws))
 
 
 def pack(
-    meta: bytes, raws: list[memoryview], pool: SegmentPool, allocator: BumpAllocator | None
+    meta: bytes | Plain, raws: list[memoryview], pool: SegmentPool, allocator: BumpAllocator | None
 ) -> InlineBatch | SharedBatch | None:
     """Place the buffers in a segment; None when the pool has no room (wait, then retry).
 
@@ -77,14 +92,13 @@ def pack(
     if not raws:
         _give_back(pool, current)
         return InlineBatch(meta, ())
-    total = sum(align(raw.nbytes) for raw in raws)
-    if current is None and total <= INLINE_LIMIT:
+    if current is None and fits_inline(raws):
         return inline(meta, raws)
     if current is not None:
         layout = _place_after(current, allocator.used, raws)
         if layout is not None:
             return SharedBatch(current.id, meta, layout)
-    fresh = pool.acquire(total)
+    fresh = pool.acquire(sum(align(raw.nbytes) for raw in raws))
     if fresh is None:
         return None
     layout = _place_after(fresh, 0, raws, reuse=False)
@@ -117,16 +131,21 @@ def _give_back(pool: SegmentPool, segment: Segment | None) -> None:
         pool.give_back(segment)
 
 
-def decode_inline(batch: InlineBatch) -> Any:
-    """The batch of an :class:`InlineBatch`."""
+def decode_inline(batch: InlineBatch, book: SkeletonBook | None = None) -> Any:
+    """The batch of an :class:`InlineBatch`; ``book`` holds the sending worker's skeletons
+    (needed only if it was split with skeleton names)."""
+    if isinstance(batch.meta, Plain):
+        return book.decode(batch.meta, batch.buffers, itertools.repeat(0))
     return pickle.loads(batch.meta, buffers=batch.buffers)
 
 
-def decode_shared(batch: SharedBatch, segment_view: np.ndarray) -> Any:
+def decode_shared(batch: SharedBatch, segment_view: np.ndarray, book: SkeletonBook | None = None) -> Any:
     """The batch of a :class:`SharedBatch`; ``segment_view`` is a uint8 view of the whole segment.
 
     Every array of the batch ends up with ``segment_view`` as its ``base``, so
     the batch is alive exactly as long as ``segment_view`` is.
     """
+    if isinstance(batch.meta, Plain):
+        return book.decode(batch.meta, itertools.repeat(segment_view), [o for o, _ in batch.layout])
     buffers = [segment_view[offset : offset + nbytes] for offset, nbytes in batch.layout]
     return pickle.loads(batch.meta, buffers=buffers)

@@ -21,6 +21,7 @@ import numpy as np
 
 from .codec import InlineBatch, LocalBatch, SharedBatch, decode_inline, decode_shared
 from .segment import map_fd
+from .skeleton import Plain, SkeletonBook
 
 
 class Receiver:
@@ -30,6 +31,7 @@ class Receiver:
         self._maps: dict[tuple[int, int], mmap.mmap] = {}
         self.mapped_bytes = 0
         self._leases: dict[int, weakref.ref] = {}
+        self._books: collections.defaultdict[int, SkeletonBook] = collections.defaultdict(SkeletonBook)
         self._released: collections.deque[tuple[int, int]] = collections.deque()
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
@@ -66,22 +68,25 @@ class Receiver:
     def remove_worker(self, worker_id: int) -> None:
         for key in [key for key in self._maps if key[0] == worker_id]:
             self.remove_segment(*key)
+        self._books.pop(worker_id, None)
 
     def decode(self, worker_id: int, payload: InlineBatch | SharedBatch | LocalBatch) -> Any:
         """The batch in ``payload``, lent from its segment until the user drops it."""
         if isinstance(payload, LocalBatch):
             return payload.value
         if isinstance(payload, InlineBatch):
-            return decode_inline(payload)
+            return decode_inline(payload, self._books[worker_id])
         key = (worker_id, payload.segment_id)
         base = np.frombuffer(self._maps[key], np.uint8)
-        batch = decode_shared(payload, base)
+        batch = decode_shared(payload, base, self._books[worker_id])
         lease = id(base)
         self._leases[lease] = weakref.ref(base, lambda _ref: self._on_drop(lease, key))
         return batch
 
     def discard(self, worker_id: int, payload: InlineBatch | SharedBatch) -> None:
         """Give a batch nobody will see (a stale epoch's) straight back."""
+        if isinstance(getattr(payload, "meta", None), Plain):
+            self._books[worker_id].learn(payload.meta)  # its skeleton may come in full only here
         if isinstance(payload, SharedBatch):
             self._released.append((worker_id, payload.segment_id))
 

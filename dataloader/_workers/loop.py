@@ -28,7 +28,8 @@ from .._stages.seeding import seed_all
 from .._stages.shard import ShardReader
 from .._stages.task import BatchTask
 from .._transport.arena import BumpAllocator, Segment, SegmentPool
-from .._transport.codec import LocalBatch, SharedBatch, inline, pack, split
+from .._transport.codec import LocalBatch, SharedBatch, fits_inline, inline, pack, split
+from .._transport.skeleton import SkeletonNames
 from ..worker import WorkerInfo, _set_worker_info
 from .messages import (
     BatchDone,
@@ -45,6 +46,7 @@ from .messages import (
     WaitingForRoom,
 )
 from .remote_error import RemoteError
+from .wire import Wire
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def run_worker(boot: WorkerBoot, conn: Connection, parent_alive: Connection, sta
             pass
     _exit_when_parent_dies(parent_alive.fileno())
     faulthandler.register(signal.SIGUSR1, file=stack_out.fileno(), all_threads=True, chain=False)
-    worker = _Worker(boot, conn)
+    worker = _Worker(boot, Wire(conn))
     try:
         worker.start()
         worker.serve()
@@ -124,6 +126,7 @@ class _Worker:
         self._incoming.register(conn.fileno(), select.POLLIN)
         self.expected = 0  # bytes of the largest shared batch so far: the next arena's size
         self.heard = 0  # messages read that freed segments (see WaitingForRoom.heard)
+        self.skeletons = SkeletonNames()  # batch structures already described to the main process
         self.shard = (
             ShardReader(boot.dataset, boot.stream_batch_size, boot.restart_stream)
             if boot.stream_batch_size is not None
@@ -168,15 +171,15 @@ class _Worker:
                 self.conn.send(StreamEnded(task.epoch, task.index))
                 return
             self.maker.stage = "transport"
-            meta, raws = split(batch)
+            meta, raws = split(batch, self.skeletons)
             del batch
         except Exception as error:
             self._give_back(allocator)
             self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
             return
         try:
-            if allocator is None or allocator.segment is None:
-                self._absorb_releases()  # pack may take a segment: reuse a released one
+            if (allocator is None or allocator.segment is None) and not fits_inline(raws):
+                self._absorb_releases()  # pack will take a segment: reuse a released one
             payload = pack(meta, raws, self.pool, allocator)
             while payload is None:
                 payload = self._wait_for_room(meta, raws, allocator)

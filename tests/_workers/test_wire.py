@@ -1,0 +1,94 @@
+"""Protocol messages over a worker's socket: plain pickle, descriptors beside them, EOF at the end."""
+
+from __future__ import annotations
+
+import os
+from multiprocessing import Pipe
+from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
+
+import numpy as np
+import pytest
+
+from dataloader._stages.batch import StageTimes
+from dataloader._stages.task import BatchTask
+from dataloader._transport.codec import InlineBatch, SharedBatch, split
+from dataloader._transport.skeleton import SkeletonNames
+from dataloader._workers.messages import (
+    BatchDone,
+    BatchFailed,
+    ReleaseSegments,
+    RunTask,
+    SegmentCreated,
+    Shutdown,
+    WaitingForRoom,
+)
+from dataloader._workers.remote_error import RemoteError
+from dataloader._workers.wire import Wire
+
+
+@pytest.fixture
+def wires():
+    a, b = Pipe(duplex=True)
+    yield Wire(a), Wire(b)
+    a.close()
+    b.close()
+
+
+def _messages() -> list:
+    meta, _ = split((np.zeros((2, 3), np.float32), np.arange(2)), SkeletonNames())
+    times = StageTimes(1.0, 2.0, 3.0, 4.0, 2)
+    try:
+        raise IndexError("sample 7 is missing")
+    except IndexError as error:
+        remote = RemoteError.capture(error, 1, 1234, [6, 7], "fetch")
+    return [
+        RunTask(BatchTask(3, 9, indices=list(range(256))), released=(0, 2)),
+        ReleaseSegments((1,)),
+        BatchDone(3, 9, SharedBatch(0, meta, ((0, 24), (64, 16))), times, 5.0),
+        BatchDone(3, 10, InlineBatch(b"pickled", (bytearray(b"\x01\x02"),)), times, 6.0),
+        BatchFailed(3, 11, remote),
+        WaitingForRoom(100, 200, 300, 4),
+        Shutdown(),
+    ]
+
+
+def test_every_kind_of_message_arrives_equal_and_in_order(wires, monkeypatch):
+    here, there = wires
+
+    def forking_pickler_used(*args, **kwargs):
+        raise AssertionError("the wire pickled with ForkingPickler")
+
+    monkeypatch.setattr(ForkingPickler, "dumps", forking_pickler_used)
+    sent = _messages()
+    for message in sent:
+        here.send(message)
+    received = [there.recv() for _ in sent]
+    assert received == sent
+    assert received[4].error.rebuild().args == ("sample 7 is missing",)
+
+
+def test_a_descriptor_passes_between_messages(wires, tmp_path):
+    here, there = wires
+    path = tmp_path / "segment"
+    path.write_bytes(b"shared bytes")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        here.send(SegmentCreated(0, 12))
+        send_handle(here, fd, None)
+        here.send(Shutdown())
+        assert there.recv() == SegmentCreated(0, 12)
+        received = recv_handle(there)
+        try:
+            assert os.pread(received, 12, 0) == b"shared bytes"
+        finally:
+            os.close(received)
+        assert there.recv() == Shutdown()
+    finally:
+        os.close(fd)
+
+
+def test_a_closed_peer_ends_in_eof(wires):
+    here, there = wires
+    here.close()
+    with pytest.raises(EOFError):
+        there.recv()
