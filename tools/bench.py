@@ -2,7 +2,7 @@
 
 Three workloads compare loaders, each for every ``num_workers`` asked for (default 0 and 2):
 
-- ``tiny``: per-sample overhead. 200k samples of (float32[8], int), batches of 256.
+- ``tiny``: per-sample overhead. 2M samples of (float32[8], int), batches of 256.
 - ``images``: bandwidth. 3x224x224 uint8 images taken from a preallocated pool, batches of 64;
   making a sample costs nothing, so moving the batch from worker to consumer dominates.
 - ``decode``: CPU work. 256 JPEGs encoded with Pillow at start-up and kept as bytes; each sample

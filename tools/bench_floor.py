@@ -47,7 +47,7 @@ from dataloader import DataLoader, Dataset, RandomSampler  # noqa: E402
 from dataloader._transport.segment import align, create_fd, map_fd  # noqa: E402
 from _bench_loaders import plain_batches, stack, touch  # noqa: E402
 from _bench_summary import dump_runs, median  # noqa: E402
-from _bench_workloads import WORKLOADS, TinyDataset  # noqa: E402
+from _bench_workloads import WORKLOADS  # noqa: E402
 
 NO_LOADER, FLOOR, FLOOR_MAIN, OURS = "no-loader", "floor", "floor+main", "ours"
 RUNS = (NO_LOADER, FLOOR, FLOOR_MAIN, OURS)
@@ -230,8 +230,6 @@ def _measure(batches: Iterator, batch_size: int, seconds: float, limit: int) -> 
 @functools.lru_cache(maxsize=None)
 def _dataset(workload: str, small: bool) -> Dataset:
     """One dataset per workload for the whole run (the image pool takes a while to make)."""
-    if workload == "tiny" and not small:
-        return TinyDataset(2_000_000)  # its own 200k samples last well under a second here
     return WORKLOADS[workload].make(small)
 
 
