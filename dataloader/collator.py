@@ -65,8 +65,13 @@ def _kind(value: Any) -> str:
 
 def _collate(values: Sequence[Any], path: str) -> Any:
     """Collate the values found at ``path`` in every sample (one per sample)."""
+    types = set(map(type, values))
+    if types == _PLAIN_ARRAYS:  # the common leaf: the fast path needs no rule lookup
+        stacked = _stack_alike(values)
+        if stacked is not None:
+            return stacked
     kind = _kind(values[0])
-    if len(set(map(type, values))) > 1:
+    if len(types) > 1:
         kind = _common_kind(values, kind, path)
     return _RULES[kind](values, path)
 
@@ -112,11 +117,8 @@ def _common_kind(values: Sequence[Any], first: str, path: str) -> str:
 
 
 def _collate_arrays(values: Sequence[Any], path: str) -> np.ndarray:
+    """The full path (``_collate`` tried the fast one for plain arrays)."""
     plain = set(map(type, values)) == _PLAIN_ARRAYS
-    if plain:
-        stacked = _stack_alike(values)
-        if stacked is not None:
-            return stacked
     arrays = values if plain else _as_arrays(values, path)
     dtypes = {a.dtype for a in arrays}
     if any(d.hasobject for d in dtypes):
