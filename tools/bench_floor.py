@@ -297,6 +297,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=1.5, help="measured seconds per run")
     parser.add_argument("--main-us", type=float, default=200.0,
                         help="main-process CPU per batch in the floor+main run (default 200)")
+    parser.add_argument("--loaders", default=",".join(RUNS),
+                        help=f"comma-separated, among {','.join(RUNS)} (ratios need no-loader); "
+                        "no-loader,ours with PYTHONPATH set to another checkout compares two versions")
     parser.add_argument("--quick", action="store_true", help="small datasets, one short repetition")
     parser.add_argument("--json", metavar="PATH", help="also write the runs and rows here")
     args = parser.parse_args(argv)
@@ -304,6 +307,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = [w for w in args.workloads if w not in ("images", "tiny")]
     if unknown:
         parser.error(f"unknown workload(s) {unknown}: choose among images,tiny")
+    asked = [run for run in args.loaders.split(",") if run]
+    unknown = sorted(set(asked) - set(RUNS))
+    if unknown or not asked:
+        parser.error(f"unknown or no loader(s) {unknown}: choose among {','.join(RUNS)}")
+    args.loaders = tuple(run for run in RUNS if run in asked)
     if args.workers < 1 or args.reps < 1 or args.seconds <= 0 or args.main_us < 0:
         parser.error("--workers and --reps must be >= 1, --seconds > 0 and --main-us >= 0")
     if args.quick:
@@ -316,7 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = []
     for rep in range(args.reps):
         for workload in args.workloads:
-            order = RUNS[rep % len(RUNS):] + RUNS[: rep % len(RUNS)]  # rotated each repetition: no run always goes first
+            loaders = args.loaders
+            order = loaders[rep % len(loaders):] + loaders[: rep % len(loaders)]  # rotated: no run always goes first
             for loader in order:
                 runs.append(run_once(workload, loader, rep, args.workers, args.seconds, args.main_us, args.quick))
     rows = summarize(runs)

@@ -58,6 +58,16 @@ def test_bad_arguments_are_refused(capsys):
     with pytest.raises(SystemExit):
         bench_floor.parse_args(["--workloads", "decode"])
     assert "unknown workload" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench_floor.parse_args(["--loaders", "ours,torch"])
+    assert "unknown or no loader(s) ['torch']" in capsys.readouterr().err
+
+
+def test_a_run_of_some_loaders_measures_only_those(no_leaks, capsys):
+    assert bench_floor.main(["--quick", "--seconds", "0.2", "--workloads", "tiny", "--loaders", "ours,no-loader"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [(row[0], row[1]) for row in rows] == [("tiny", "no-loader"), ("tiny", "ours")]
+    assert float(rows[1][3]) > 0, "ours has no ratio to the plain loop"
 
 
 def test_quick_run_prints_every_row(no_leaks, tmp_path, capsys):
