@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dataloader import DataLoader, Dataset, SequentialSampler
 from dataloader._device.structure import leaves
 from dataloader._transport import skeleton as skeleton_module
 from dataloader._transport.arena import BumpAllocator
@@ -18,6 +19,7 @@ from dataloader._transport.codec import InlineBatch, SharedBatch, decode_inline,
 from dataloader._transport.receiver import Receiver
 from dataloader._transport.skeleton import Plain, SkeletonBook, SkeletonNames, as_bytes, flatten
 
+from ..harness import assert_parallel_equals_serial
 from ._helpers import LocalWorker, Pair, assert_identical, reaches
 from .test_codec import batches, big_batches
 
@@ -146,3 +148,42 @@ def test_a_discarded_batch_still_teaches_the_receiver_its_skeleton():
     finally:
         receiver.close()
         worker.close()
+
+
+def test_skeletons_interleaved_keep_their_numbers():
+    names, book = SkeletonNames(), SkeletonBook()
+    shapes = {"a": (np.zeros(2, "f4"),), "b": {"x": np.zeros(3, "i8")}, "c": [np.zeros((2, 2), "u1")]}
+    seen: dict[str, int] = {}
+    for key in "abacbca":
+        first_time = key not in seen
+        meta, raws = split(shapes[key], names)
+        assert seen.setdefault(key, meta.number) == meta.number
+        assert (meta.skeleton is not None) == first_time
+        assert_identical(shapes[key], decode_inline(inline(meta, raws), book))
+    assert sorted(seen.values()) == [0, 1, 2]
+
+
+class _ShapeShifter(Dataset):
+    """Batch ``k`` of 4 samples: float32 images for even k, a dict of float64 and int8 for odd k,
+    a string field every third batch (that one is pickled); lengths vary with k."""
+
+    def __len__(self) -> int:
+        return 48
+
+    def __getitem__(self, index: int):
+        batch = index // 4
+        if batch % 3 == 2:
+            return np.full(3, index, np.float32), f"s{index}"
+        if batch % 2:
+            return {"x": np.full(batch + 1, index, np.float64), "y": np.int8(index % 100)}
+        return np.full((2, batch + 1), index, np.float32)
+
+
+def test_batches_of_changing_structure_load_alike_with_workers(no_leaks):
+    dataset = _ShapeShifter()
+
+    def make_loader(num_workers: int, **kwargs):
+        return DataLoader(dataset, SequentialSampler(dataset, batch_size=4), num_workers=num_workers, **kwargs)
+
+    batches = assert_parallel_equals_serial(make_loader, (1, 2), persistent_workers=True)
+    assert {type(b).__name__ for b in batches} == {"ndarray", "dict", "tuple"}
