@@ -19,7 +19,7 @@ copying (messages, seeding, collating, bookkeeping). Workloads are the CPU bench
 and ``images`` (tools/_bench_workloads.py); the consumer is its ``touch``.
 
 Usage: ``python tools/bench_floor.py [--workloads images,tiny] [--workers 2] [--reps 3]
-[--seconds 1.5] [--main-us 200] [--json out.json]``.
+[--seconds 1.5] [--main-us 200] [--loaders no-loader,floor,floor+main,ours] [--json out.json]``.
 """
 
 from __future__ import annotations
