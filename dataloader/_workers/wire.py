@@ -18,7 +18,7 @@ class Wire:
     """Sends and receives messages over ``conn``; the other end must be a :class:`Wire` too."""
 
     def __init__(self, conn: Connection) -> None:
-        self.connection = conn
+        self._conn = conn
         self._send_bytes = conn.send_bytes
         self._recv_bytes = conn.recv_bytes
 
@@ -29,7 +29,7 @@ class Wire:
         return pickle.loads(self._recv_bytes())
 
     def fileno(self) -> int:
-        return self.connection.fileno()
+        return self._conn.fileno()
 
     def close(self) -> None:
-        self.connection.close()
+        self._conn.close()
