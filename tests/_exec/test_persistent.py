@@ -221,3 +221,37 @@ def test_a_superseded_epoch_does_not_hang(no_leaks):
         first.close()
     finally:
         loader.close()
+
+
+class _SlowFirstBatchOfWorkerOne:
+    """Sample ``i`` is ``(float32[4] filled with i, i)``; the first time a process loads sample 4
+    (batch 1 of batch size 4, worker 1's first) it takes 0.5 s."""
+
+    slowed = False
+
+    def __len__(self) -> int:
+        return 32
+
+    def __getitem__(self, index: int):
+        if index == 4 and not _SlowFirstBatchOfWorkerOne.slowed:
+            _SlowFirstBatchOfWorkerOne.slowed = True
+            time.sleep(0.5)
+        return np.full(4, index, np.float32), index
+
+
+def test_a_workers_first_batch_arriving_after_its_epoch_still_describes_the_later_ones(no_leaks):
+    # A worker describes a batch's structure in full only in its first batch. When that batch
+    # belongs to an epoch left early, the next epoch throws it away unread, and must still learn
+    # the description: every later batch of that worker names it only by number.
+    dataset = _SlowFirstBatchOfWorkerOne()
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=4), num_workers=2,
+                        persistent_workers=True, multiprocessing_context="fork")
+    try:
+        it = iter(loader)
+        first = next(it)  # worker 0's batch; worker 1 is still on its first
+        it.close()
+        del first
+        expected = collect(DataLoader(dataset, SequentialSampler(dataset, batch_size=4)))
+        assert_same_batches(expected, collect(loader))
+    finally:
+        loader.close()
