@@ -202,7 +202,7 @@ class ParallelExecutor:
         for fd, _ in ready:
             kind, worker = self._watched[fd]
             if kind == "message":
-                self._drain(worker)
+                self._drain(worker, readable=True)
             elif kind == "exit":
                 exits.append(worker)
             else:
@@ -211,10 +211,12 @@ class ParallelExecutor:
             self._drain(worker)
             self._pool.raise_if_dead(worker)
 
-    def _drain(self, worker: Handle) -> None:
+    def _drain(self, worker: Handle, readable: bool = False) -> None:
+        """Handle every message waiting from ``worker`` (``readable``: its socket polled so)."""
         has_message = self._has_message[worker.id]
         try:
-            while has_message.poll(0):
+            while readable or has_message.poll(0):
+                readable = False
                 self._handle(worker, self._pool.receive(worker))
         except (EOFError, ConnectionResetError, BrokenPipeError):
             self._pool.raise_if_dead(worker, wait=1.0)
