@@ -324,8 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = []
     for rep in range(args.reps):
         for workload in args.workloads:
-            loaders = args.loaders
-            order = loaders[rep % len(loaders):] + loaders[: rep % len(loaders)]  # rotated: no run always goes first
+            turn = rep % len(args.loaders)
+            order = args.loaders[turn:] + args.loaders[:turn]  # rotated: no run always goes first
             for loader in order:
                 runs.append(run_once(workload, loader, rep, args.workers, args.seconds, args.main_us, args.quick))
     rows = summarize(runs)

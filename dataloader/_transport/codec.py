@@ -69,9 +69,14 @@ def split(batch: Any, names: SkeletonNames | None = None) -> tuple[bytes | Plain
     return meta, [b.raw() for b in buffers]
 
 
+def _placed_size(raws: list[memoryview]) -> int:
+    """Bytes ``raws`` take in a segment, each aligned."""
+    return sum(align(raw.nbytes) for raw in raws)
+
+
 def fits_inline(raws: list[memoryview]) -> bool:
     """Whether buffers this small travel inside the message when no segment holds them yet."""
-    return sum(align(raw.nbytes) for raw in raws) <= INLINE_LIMIT
+    return _placed_size(raws) <= INLINE_LIMIT
 
 
 def inline(meta: bytes | Plain, raws: list[memoryview]) -> InlineBatch:
@@ -92,13 +97,14 @@ def pack(
     if not raws:
         _give_back(pool, current)
         return InlineBatch(meta, ())
-    if current is None and fits_inline(raws):
+    total = _placed_size(raws)
+    if current is None and total <= INLINE_LIMIT:
         return inline(meta, raws)
     if current is not None:
         layout = _place_after(current, allocator.used, raws)
         if layout is not None:
             return SharedBatch(current.id, meta, layout)
-    fresh = pool.acquire(sum(align(raw.nbytes) for raw in raws))
+    fresh = pool.acquire(total)
     if fresh is None:
         return None
     layout = _place_after(fresh, 0, raws, reuse=False)

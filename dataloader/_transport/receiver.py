@@ -83,7 +83,7 @@ class Receiver:
         self._leases[lease] = weakref.ref(base, lambda _ref: self._on_drop(lease, key))
         return batch
 
-    def discard(self, worker_id: int, payload: InlineBatch | SharedBatch) -> None:
+    def discard(self, worker_id: int, payload: InlineBatch | SharedBatch | LocalBatch) -> None:
         """Give a batch nobody will see (a stale epoch's) straight back."""
         if isinstance(getattr(payload, "meta", None), Plain):
             self._books[worker_id].learn(payload.meta)  # its skeleton may come in full only here
