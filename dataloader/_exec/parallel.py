@@ -100,23 +100,27 @@ class ParallelExecutor:
         return self
 
     def __next__(self) -> Any:
+        # Segments of batches the user dropped since the last call ride on the task sent when
+        # the next batch is handed out; they go in a message of their own only when no task
+        # follows or before the main process blocks (a worker may be waiting for them).
         self._collect_releases()
-        self._dispatch()
         deadline = None
         while True:
             found, value = self._reorder.pop()
             if found:
                 self._ready -= 1
                 self._dispatch()
+                self._send_releases()
                 if isinstance(value, _Failure):
                     raise value.error
                 return value
+            self._dispatch()
             if self._exhausted and self._in_flight == 0:
+                self._send_releases()
                 raise StopIteration
             if deadline is None and self._options.timeout > 0:
                 deadline = time.monotonic() + self._options.timeout
             self._wait(deadline)
-            self._dispatch()
 
     def close(self) -> None:
         if self._closed:
@@ -139,10 +143,11 @@ class ParallelExecutor:
                 break
             released = tuple(self._released.pop(worker.id, ()))
             self._send(worker, RunTask(task, released))
-            worker.releases_sent += bool(released)
+            if released:
+                worker.releases_sent += 1
+                worker.waiting = None  # the release answers a wait for room
             worker.outstanding[(task.epoch, task.index)] = task.indices
             self._in_flight += 1
-        self._send_releases()
 
     def _send(self, worker: Handle, message: Any) -> None:
         """Send, and if the worker is gone, first read what it said before dying.
@@ -163,7 +168,9 @@ class ParallelExecutor:
         if not open_:
             self._exhausted = True
             return None
-        best = min(open_, key=lambda w: len(w.outstanding))
+        # Among the least busy, one with segments to free: they ride on its task.
+        released = self._released
+        best = min(open_, key=lambda w: (len(w.outstanding), w.id not in released))
         return best if len(best.outstanding) < self._options.prefetch_factor else None
 
     def _next_task(self) -> BatchTask | None:
@@ -186,6 +193,9 @@ class ParallelExecutor:
     # -- receiving ---------------------------------------------------------
 
     def _wait(self, deadline: float | None) -> None:
+        # A batch already here is handled without sending the releases first: its task takes them.
+        if self._released and self._receive(self._poller.poll(0)):
+            return
         receiver = self._pool.receiver
         receiver.sleeping = True  # before reading the queue: a drop from now on wakes the poll
         try:
@@ -196,8 +206,11 @@ class ParallelExecutor:
             ready = self._poller.poll(timeout)
         finally:
             receiver.sleeping = False
-        if not ready:
+        if not self._receive(ready):
             raise self._timeout_error()
+
+    def _receive(self, ready: list[tuple[int, int]]) -> bool:
+        """Handle what ``poll`` found ready; False if nothing was."""
         exits = []
         for fd, _ in ready:
             kind, worker = self._watched[fd]
@@ -210,6 +223,7 @@ class ParallelExecutor:
         for worker in exits:
             self._drain(worker)
             self._pool.raise_if_dead(worker)
+        return bool(ready)
 
     def _drain(self, worker: Handle, readable: bool = False) -> None:
         """Handle every message waiting from ``worker`` (``readable``: its socket polled so)."""

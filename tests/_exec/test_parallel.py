@@ -6,6 +6,7 @@ Also: ``in_order=False``, the ``prefetch_factor`` bound, ``get_worker_info`` and
 
 from __future__ import annotations
 
+import collections
 import functools
 import mmap
 import os
@@ -16,6 +17,7 @@ import pytest
 
 from dataloader import DataLoader, RandomSampler, SequentialSampler, StreamSampler, get_worker_info
 from dataloader._transport.codec import INLINE_LIMIT
+from dataloader._workers.pool import WorkerPool
 from tests.harness import assert_parallel_equals_serial, assert_same_batches, collect, owned
 
 from ._fixtures import (
@@ -155,6 +157,31 @@ def test_a_worker_waiting_for_room_is_sent_its_release(no_leaks, tmp_path, caplo
         rest = [int(b["meta"][0][0]) for b in it]
     assert rest == [32 * b for b in range(2, 8)]
     assert not [r for r in caplog.records if "through a pipe" in r.getMessage()], "fell back to the pipe"
+
+
+def test_a_slow_consumers_releases_ride_on_the_next_task(no_leaks, monkeypatch):
+    """When each batch is made before the training step asks for it, the segment of the batch
+    just dropped travels inside the next task: one message a batch to the workers, not two."""
+    sent = collections.Counter()
+    send = WorkerPool.send
+
+    def counting_send(pool, worker, message):
+        sent[type(message).__name__ + ("+released" if getattr(message, "released", ()) else "")] += 1
+        return send(pool, worker, message)
+
+    monkeypatch.setattr(WorkerPool, "send", counting_send)
+    dataset = NestedDataset(32 * 24, LARGE)
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=32), num_workers=2,
+                        multiprocessing_context="fork")
+    starts = []
+    for batch in loader:
+        starts.append(int(batch["meta"][0][0]))
+        time.sleep(0.02)  # the training step: the workers finish the next batches meanwhile
+    assert starts == [32 * k for k in range(24)]
+    # 24 tasks: the first 4 have nothing to carry; the last batches' segments have no task
+    # left to ride on. Before, every batch's release went alone (23 messages).
+    assert sent["RunTask+released"] >= 16, dict(sent)
+    assert sent["ReleaseSegments"] <= 6, dict(sent)
 
 
 # -- in_order=False --------------------------------------------------------------
