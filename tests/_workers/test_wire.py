@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 from multiprocessing import Pipe
 from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
 
@@ -23,7 +25,8 @@ from dataloader._workers.messages import (
     WaitingForRoom,
 )
 from dataloader._workers.remote_error import RemoteError
-from dataloader._workers.wire import Wire
+from dataloader._transport.skeleton import Plain
+from dataloader._workers.wire import Wire, _compact, _expand
 
 
 @pytest.fixture
@@ -32,6 +35,11 @@ def wires():
     yield Wire(a), Wire(b)
     a.close()
     b.close()
+
+
+def _skeleton():
+    meta, _ = split({"x": np.zeros(2, np.int16)}, SkeletonNames())
+    return meta.skeleton
 
 
 def _messages() -> list:
@@ -92,3 +100,57 @@ def test_a_closed_peer_ends_in_eof(wires):
     here.close()
     with pytest.raises(EOFError):
         there.recv()
+
+
+def _classes_named(payload: bytes) -> list[str]:
+    """The classes a pickle looks up by name on arrival (each lookup and rebuild costs)."""
+    found: list[str] = []
+
+    class Recording(pickle.Unpickler):
+        def find_class(self, module, name):
+            found.append(name)
+            return super().find_class(module, name)
+
+    Recording(io.BytesIO(payload)).load()
+    return found
+
+
+def _steady_messages() -> list:
+    """What is sent for a batch once the batch's skeleton is known at the far end."""
+    names = SkeletonNames()
+    batch = (np.zeros((2, 3), np.float32), np.arange(2))
+    split(batch, names)
+    meta, _ = split(batch, names)
+    times = StageTimes(1.0, 2.0, 3.0, 4.0, 2)
+    return [
+        RunTask(BatchTask(3, 9, indices=list(range(64))), released=(0, 2)),
+        RunTask(BatchTask(3, 9, indices=[1])),
+        ReleaseSegments((1, 4)),
+        BatchDone(3, 9, SharedBatch(0, meta, ((0, 24), (64, 16))), times, 5.0),
+        BatchDone(3, 10, InlineBatch(meta, (bytearray(24), bytearray(16))), None, None),
+    ]
+
+
+@pytest.mark.parametrize("message", _steady_messages(), ids=lambda m: type(m).__name__)
+def test_per_batch_messages_travel_without_classes(message):
+    """The messages sent for every batch pickle as built-in values only; the far end rebuilds them."""
+    payload = pickle.dumps(_compact(message), protocol=pickle.HIGHEST_PROTOCOL)
+    assert _classes_named(payload) == []
+    assert _expand(pickle.loads(payload)) == message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        RunTask(BatchTask(0, 1, samples=[b"raw", 2])),  # a stream sample read by the main process
+        RunTask(BatchTask(0, 2, indices=[4, 5], chunk=(1, 2, 0))),  # part of a split batch
+        RunTask(BatchTask(0, 3)),  # parallel_stream: the worker reads its own shard
+        BatchDone(0, 4, SharedBatch(1, b"pickled meta", ((0, 8),)), None, None),
+        BatchDone(0, 5, InlineBatch(Plain(0, ((2,),), _skeleton()), (bytearray(16),)), None, 1.0),
+    ],
+    ids=["samples", "chunk", "shard", "pickled-meta", "skeleton-in-full"],
+)
+def test_unusual_tasks_and_batches_arrive_equal(wires, message):
+    here, there = wires
+    here.send(message)
+    assert there.recv() == message
