@@ -64,10 +64,11 @@ def _compact(message: Any) -> Any:
         times = None if timings is None else tuple(timings)
         meta = payload.meta if isinstance(payload, (SharedBatch, InlineBatch)) else None
         plain = (meta.number, meta.shapes, meta.skeleton) if type(meta) is Plain else meta
+        epoch, index, sent = message.epoch, message.index, message.sent
         if type(payload) is SharedBatch:
-            return (_SHARED, message.epoch, message.index, payload.segment_id, plain, payload.layout, times, message.sent)
+            return (_SHARED, epoch, index, payload.segment_id, plain, payload.layout, times, sent)
         if type(payload) is InlineBatch:
-            return (_INLINE, message.epoch, message.index, plain, payload.buffers, times, message.sent)
+            return (_INLINE, epoch, index, plain, payload.buffers, times, sent)
     elif kind is ReleaseSegments:
         return (_RELEASE, message.segment_ids)
     return message
