@@ -16,10 +16,13 @@ what is left between our loader and the machine: it runs, paired within each rep
 For ``floor`` and ``ours`` it also reports the CPU time per batch of the main process and of
 the workers, so the difference between them is the price of what the loader does besides
 copying (messages, seeding, collating, bookkeeping). Workloads are the CPU bench's ``tiny``
-and ``images`` (tools/_bench_workloads.py); the consumer is its ``touch``.
+and ``images`` (tools/_bench_workloads.py); the consumer is its ``touch``, followed with
+``--step-us`` by that much CPU per batch: a training step slower than the loader, so that each
+batch is made before it is asked for. The step's CPU is not counted in ``main us/batch``.
 
 Usage: ``python tools/bench_floor.py [--workloads images,tiny] [--workers 2] [--reps 3]
-[--seconds 1.5] [--main-us 200] [--loaders no-loader,floor,floor+main,ours] [--json out.json]``.
+[--seconds 1.5] [--main-us 200] [--step-us 0] [--loaders no-loader,floor,floor+main,ours]
+[--json out.json]``.
 """
 
 from __future__ import annotations
@@ -208,9 +211,11 @@ def _spend(seconds: float) -> None:
         pass
 
 
-def _measure(batches: Iterator, batch_size: int, seconds: float, limit: int) -> tuple[float, float, float]:
+def _measure(batches: Iterator, batch_size: int, seconds: float, limit: int,
+             step: float = 0.0) -> tuple[float, float, float]:
     """(samples/s, main CPU us per batch, workers' CPU us per batch) after a warm-up, over at
-    most ``limit`` batches (so the workers are still there when the CPU times are read)."""
+    most ``limit`` batches (so the workers are still there when the CPU times are read). The
+    consumer spends ``step`` s of CPU on each batch, which the main CPU figure leaves out."""
     for _ in range(WARMUP_BATCHES):
         touch(next(batches))
     me = psutil.Process()
@@ -219,12 +224,14 @@ def _measure(batches: Iterator, batch_size: int, seconds: float, limit: int) -> 
     main0, kids0, start, count = cpu([me]), cpu(children), time.perf_counter(), 0
     for batch in batches:
         touch(batch)
+        if step:
+            _spend(step)
         count += 1
         if count >= limit or time.perf_counter() - start >= seconds:
             break
     elapsed = time.perf_counter() - start
     main1, kids1 = cpu([me]), cpu(children)
-    return count * batch_size / elapsed, (main1 - main0) / count * 1e6, (kids1 - kids0) / count * 1e6
+    return count * batch_size / elapsed, ((main1 - main0) / count - step) * 1e6, (kids1 - kids0) / count * 1e6
 
 
 @functools.lru_cache(maxsize=None)
@@ -234,22 +241,24 @@ def _dataset(workload: str, small: bool) -> Dataset:
 
 
 def run_once(workload: str, loader: str, rep: int, workers: int, seconds: float, main_us: float,
-             small: bool = False) -> Run:
+             small: bool = False, step_us: float = 0.0) -> Run:
     spec = WORKLOADS[workload]
     dataset = _dataset(workload, small)
     order = np.random.default_rng(rep).permutation(len(dataset)).tolist()
     limit = len(order) // spec.batch_size - WARMUP_BATCHES - (PREFETCH + 1) * workers
+    measure = functools.partial(_measure, batch_size=spec.batch_size, seconds=seconds, limit=limit,
+                                step=step_us / 1e6)
     if loader == NO_LOADER:
         plain = plain_batches(dataset, order, spec.batch_size, forever=True)
-        rate, _, _ = _measure(plain, spec.batch_size, seconds, limit)
+        rate, _, _ = measure(plain)
         return Run(workload, loader, rep, rate)
     if loader == OURS:
         sampler = RandomSampler(dataset, batch_size=spec.batch_size, seed=rep)
         with iter(DataLoader(dataset, sampler, num_workers=workers, prefetch_factor=PREFETCH)) as batches:
-            rate, main, kids = _measure(batches, spec.batch_size, seconds, limit)
+            rate, main, kids = measure(batches)
         return Run(workload, loader, rep, rate, main, kids)
     with FloorWorkers(dataset, order, spec.batch_size, workers, main_us if loader == FLOOR_MAIN else 0.0) as floor:
-        rate, main, kids = _measure(iter(floor), spec.batch_size, seconds, limit)
+        rate, main, kids = measure(iter(floor))
     return Run(workload, loader, rep, rate, main, kids)
 
 
@@ -297,6 +306,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=1.5, help="measured seconds per run")
     parser.add_argument("--main-us", type=float, default=200.0,
                         help="main-process CPU per batch in the floor+main run (default 200)")
+    parser.add_argument("--step-us", type=float, default=0.0,
+                        help="CPU the consumer spends on each batch, a training step (default 0)")
     parser.add_argument("--loaders", default=",".join(RUNS),
                         help=f"comma-separated, among {','.join(RUNS)} (ratios need no-loader); "
                         "no-loader,ours with PYTHONPATH set to another checkout compares two versions")
@@ -312,8 +323,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown or not asked:
         parser.error(f"unknown or no loader(s) {unknown}: choose among {','.join(RUNS)}")
     args.loaders = tuple(run for run in RUNS if run in asked)
-    if args.workers < 1 or args.reps < 1 or args.seconds <= 0 or args.main_us < 0:
-        parser.error("--workers and --reps must be >= 1, --seconds > 0 and --main-us >= 0")
+    if args.workers < 1 or args.reps < 1 or args.seconds <= 0 or args.main_us < 0 or args.step_us < 0:
+        parser.error("--workers and --reps must be >= 1, --seconds > 0, --main-us and --step-us >= 0")
     if args.quick:
         args.reps, args.seconds = 1, min(args.seconds, 0.3)
     return args
@@ -327,10 +338,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             turn = rep % len(args.loaders)
             order = args.loaders[turn:] + args.loaders[:turn]  # rotated: no run always goes first
             for loader in order:
-                runs.append(run_once(workload, loader, rep, args.workers, args.seconds, args.main_us, args.quick))
+                runs.append(run_once(workload, loader, rep, args.workers, args.seconds, args.main_us, args.quick,
+                                     args.step_us))
     rows = summarize(runs)
+    step = f", a {args.step_us:g} us step per batch (not in main us/batch)" if args.step_us else ""
     print(f"{args.workers} worker(s), {args.reps} rep(s), {args.seconds:g} s per run, "
-          f"floor+main spends {args.main_us:g} us per batch; medians, ratios paired within a rep")
+          f"floor+main spends {args.main_us:g} us per batch{step}; medians, ratios paired within a rep")
     print(format_table(rows))
     if args.json:
         dump_runs(args.json, runs, rows)

@@ -61,6 +61,9 @@ def test_bad_arguments_are_refused(capsys):
     with pytest.raises(SystemExit):
         bench_floor.parse_args(["--loaders", "ours,torch"])
     assert "unknown or no loader(s) ['torch']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench_floor.parse_args(["--step-us", "-1"])
+    assert "--step-us >= 0" in capsys.readouterr().err
 
 
 def test_a_run_of_some_loaders_measures_only_those(no_leaks, capsys):
@@ -68,6 +71,16 @@ def test_a_run_of_some_loaders_measures_only_those(no_leaks, capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
     assert [(row[0], row[1]) for row in rows] == [("tiny", "no-loader"), ("tiny", "ours")]
     assert float(rows[1][3]) > 0, "ours has no ratio to the plain loop"
+
+
+def test_a_training_steps_cpu_is_left_out_of_the_main_process_figure(no_leaks, tmp_path, capsys):
+    out = tmp_path / "floor.json"
+    assert bench_floor.main(["--quick", "--seconds", "0.2", "--workloads", "tiny", "--loaders", "no-loader,ours",
+                             "--step-us", "3000", "--json", str(out)]) == 0
+    assert "a 3000 us step per batch" in capsys.readouterr().out
+    (ours,) = [r for r in json.loads(out.read_text())["rows"] if r["loader"] == "ours"]
+    # The step alone is 3,000 us of the main process's CPU per batch; the loader's share is far less.
+    assert 0 < ours["main_us_per_batch"] < 1500
 
 
 def test_quick_run_prints_every_row(no_leaks, tmp_path, capsys):
