@@ -23,6 +23,11 @@ _LARGE_ROUND = 1024 * 1024
 # New segments get this much headroom over the largest batch seen, so batches
 # that vary a little in size keep fitting the segments already made.
 _GROWTH = 1.25
+# Every this many acquisitions a pool keeps the most segments lent at once in
+# that stretch, plus one, and retires the free rest: the memory a burst of held
+# batches made comes back once the burst is over, while a steady state (where
+# each segment is lent again within a few batches) never recreates one.
+TRIM_WINDOW = 64
 
 
 def segment_size(need: int) -> int:
@@ -86,6 +91,7 @@ class SegmentPool:
 
     ``announce(segment, fd)`` tells the main process about a new segment (and
     passes its descriptor); ``retire(segment_id)`` tells it one is gone.
+    Segments beyond what recent batches needed are retired (see :data:`TRIM_WINDOW`).
     """
 
     def __init__(
@@ -102,6 +108,8 @@ class SegmentPool:
         self._segments: dict[int, Segment] = {}
         self._next_id = 0
         self._freed = 0
+        self._acquired = 0  # acquisitions in the current trim window
+        self._peak = 0  # the most segments lent at once in it
 
     @property
     def reserved(self) -> int:
@@ -114,13 +122,13 @@ class SegmentPool:
         if fitting:
             segment = max(fitting, key=lambda s: s.freed)
             segment.back(need)
-            segment.free = False
-            return segment
-        size = segment_size(need)
-        if not self._make_room(size):
-            return None
-        segment = self._create(size, need)
+        else:
+            size = segment_size(need)
+            if not self._make_room(size):
+                return None
+            segment = self._create(size, need)
         segment.free = False
+        self._count_lent()
         return segment
 
     def give_back(self, segment: Segment) -> None:
@@ -138,6 +146,23 @@ class SegmentPool:
         self._freed += 1
         segment.free, segment.freed = True, self._freed
 
+    def _count_lent(self) -> None:
+        lent = sum(not s.free for s in self._segments.values())
+        self._peak = max(self._peak, lent)
+        self._acquired += 1
+        if self._acquired >= TRIM_WINDOW:
+            self._trim(self._peak + 1)
+            self._acquired, self._peak = 0, lent
+
+    def _trim(self, keep: int) -> None:
+        """Retire free segments, least recently freed first, until at most ``keep`` remain."""
+        surplus = len(self._segments) - keep
+        if surplus <= 0:
+            return
+        idle = sorted((s for s in self._segments.values() if s.free), key=lambda s: s.freed)
+        for segment in idle[:surplus]:
+            self._retire_segment(segment)
+
     def close(self) -> None:
         for segment in self._segments.values():
             segment.close()
@@ -152,10 +177,13 @@ class SegmentPool:
             if self.reserved + size <= self.budget:
                 break
             if segment.free:
-                del self._segments[segment.id]
-                self._retire(segment.id)
-                segment.close()
+                self._retire_segment(segment)
         return self.reserved + size <= self.budget
+
+    def _retire_segment(self, segment: Segment) -> None:
+        del self._segments[segment.id]
+        self._retire(segment.id)
+        segment.close()
 
     def _create(self, size: int, need: int) -> Segment:
         fd = create_fd(size, f"{self._name}-{self._next_id}", reserved=need)

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from dataloader import DataLoader, RandomSampler, SequentialSampler, StreamSampler, get_worker_info
+from dataloader._transport.arena import TRIM_WINDOW
 from dataloader._transport.codec import INLINE_LIMIT
 from dataloader._workers.pool import WorkerPool
-from tests.harness import assert_parallel_equals_serial, assert_same_batches, collect, owned
+from tests.harness import assert_parallel_equals_serial, assert_same, assert_same_batches, collect, owned
 
 from ._fixtures import (
     LoggingNestedDataset,
@@ -157,6 +158,31 @@ def test_a_worker_waiting_for_room_is_sent_its_release(no_leaks, tmp_path, caplo
         rest = [int(b["meta"][0][0]) for b in it]
     assert rest == [32 * b for b in range(2, 8)]
     assert not [r for r in caplog.records if "through a pipe" in r.getMessage()], "fell back to the pipe"
+
+
+def test_shared_memory_a_burst_of_held_batches_made_is_given_back(no_leaks):
+    """Holding 20 batches makes the worker create 20 segments; once they are dropped and the
+    loader runs on, it retires all but what its batches need, without touching a held view."""
+    held_count, after = 20, 2 * TRIM_WINDOW + 8
+    dataset = NestedDataset(32 * (held_count + after + 4), LARGE)
+    sampler = SequentialSampler(dataset, batch_size=32)
+    serial = iter(DataLoader(dataset, sampler))
+    expected = [owned(next(serial)) for _ in range(6)][5]
+    loader = DataLoader(dataset, sampler, num_workers=1, multiprocessing_context="fork")
+    with iter(loader) as it:
+        receiver = it._executor._pool.receiver
+        held = [next(it) for _ in range(held_count)]
+        segment = receiver.mapped_bytes / (held_count + 1)  # one more is being filled
+        burst = receiver.mapped_bytes
+        assert burst >= held_count * _nbytes(held[0])
+        keep = held.pop(5)  # one batch stays held throughout
+        del held
+        for k in range(after):
+            batch = next(it)
+            assert int(batch["meta"][0][0]) == 32 * (held_count + k)
+        assert receiver.mapped_bytes <= 6 * segment, (burst, receiver.mapped_bytes)
+        assert_same(owned(keep), expected)
+        del batch
 
 
 def test_a_slow_consumers_releases_ride_on_the_next_task(no_leaks, monkeypatch):

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from dataloader._transport.arena import BumpAllocator, segment_size
+from dataloader._transport.arena import TRIM_WINDOW, BumpAllocator, segment_size
 from dataloader.errors import SharedMemoryError
 from dataloader._transport.segment import ALIGNMENT, align
 
@@ -264,6 +264,44 @@ def test_a_refused_acquire_retires_nothing():
         assert all(not s.free for s in lent)
     finally:
         local.close()
+
+
+def _rotate(pool, lent: list, steps: int, in_flight: int) -> None:
+    """A steady state: take a segment, and once ``in_flight`` are lent, free the oldest."""
+    for _ in range(steps):
+        lent.append(pool.acquire(200 * KiB))
+        if len(lent) > in_flight:
+            pool.release([lent.pop(0).id])
+
+
+def test_segments_a_burst_made_are_retired_once_the_burst_is_over(worker):
+    burst = [worker.pool.acquire(200 * KiB) for _ in range(10)]  # the user held 10 batches
+    worker.pool.release([s.id for s in burst])
+    lent: list = []
+    _rotate(worker.pool, lent, 2 * TRIM_WINDOW, in_flight=3)
+    # Within two windows the pool is back to what the batches needed: at most 4 lent at once
+    # (3 held and the one being taken), plus one spare.
+    assert len(worker.segments) == 5, sorted(worker.segments)
+    assert len(worker.retired) == 5
+    assert all(s.id in worker.segments for s in lent), "a lent segment was retired"
+    assert worker.created == [s.id for s in burst], "the steady state made new segments"
+
+
+def test_a_steady_rotation_never_retires_or_recreates_a_segment(worker):
+    lent: list = []
+    _rotate(worker.pool, lent, 5 * TRIM_WINDOW, in_flight=3)
+    assert worker.retired == []
+    assert len(worker.created) == 4
+
+
+def test_a_segment_needed_now_and_then_is_kept(worker):
+    """Once a window the worker needs a fifth segment (a slow batch, a late release): it stays."""
+    lent: list = []
+    for _ in range(6):
+        _rotate(worker.pool, lent, TRIM_WINDOW - 2, in_flight=3)
+        lent += [worker.pool.acquire(200 * KiB), worker.pool.acquire(200 * KiB)]  # 5 lent at once
+        worker.pool.release([lent.pop(0).id, lent.pop(0).id])
+    assert worker.retired == [] and len(worker.created) == 5
 
 
 class PoolMachine(RuleBasedStateMachine):
