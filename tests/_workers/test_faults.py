@@ -126,9 +126,9 @@ def test_a_new_epoch_after_a_worker_died_starts_fresh_workers(no_leaks, tmp_path
 
 
 @pytest.mark.parametrize("scenario", ["parent-dies-in-body", "parent-dies-in-next"])
-def test_workers_exit_when_the_main_process_is_killed(no_leaks, start_method, scenario):
+def test_workers_exit_when_the_main_process_is_killed(no_leaks, start_method, scenario, tmp_path):
     shm_before = shm_entries()
-    proc = start_script(scenario, start_method)
+    proc = start_script(scenario, start_method, str(tmp_path))
     try:
         lines = Lines(proc)
         if scenario == "parent-dies-in-body":
@@ -150,6 +150,8 @@ def test_workers_exit_when_the_main_process_is_killed(no_leaks, start_method, sc
 
     assert not left, f"still running {NOTICE_WITHIN} s after the main process was killed: {left}"
     assert shm_entries() - shm_before == set()
+    # Only multiprocessing's own directory for the forkserver's socket may remain in TMPDIR.
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("pymp-")] == []
 
 
 # -- a worker hangs ----------------------------------------------------------------
