@@ -123,8 +123,11 @@ class Receiver:
         self._released.append(key)
         if not self.sleeping:
             return
-        self._signalled = True
         try:
             os.write(self._wake_write, b"\0")
         except (BlockingIOError, OSError):
             pass
+        # After the write: a drop in another thread (garbage collection) that set the flag
+        # first could have the pipe drained before its byte arrived, leaving it readable
+        # with the flag clear, and every later poll would return at once.
+        self._signalled = True

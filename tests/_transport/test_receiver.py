@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import select
 import threading
 
@@ -166,6 +167,30 @@ def test_release_from_another_thread_wakes_the_waiter(link):
     assert select.select([receiver.wakeup_fd], [], [], 5)[0], "no wake-up after a drop in another thread"
     receiver.sleeping = False
     assert receiver.drain() == {3: [payload.segment_id]}
+
+
+def test_a_drain_between_a_drop_and_its_wake_up_byte_leaves_no_byte_behind(link, monkeypatch):
+    """A drop in another thread can be interrupted just before it writes its byte, and the
+    executor can drain the queue right then; the byte must still be read by the next drain,
+    or the pipe stays readable and every later wait returns at once (a busy loop)."""
+    receiver, worker = link
+    payload = _send(worker, _batch())
+    batch = receiver.decode(3, payload)
+    write = os.write
+
+    def drain_first(fd, data):  # the executor runs between the drop's start and its write
+        drained.append(receiver.drain())
+        return write(fd, data)
+
+    drained: list = []
+    monkeypatch.setattr(os, "write", drain_first)
+    receiver.sleeping = True
+    del batch
+    monkeypatch.setattr(os, "write", write)
+    receiver.sleeping = False
+    assert drained == [{3: [payload.segment_id]}]
+    receiver.drain()
+    assert not _readable(receiver.wakeup_fd), "the drop's byte was never read: the pipe stays readable"
 
 
 def test_discard_gives_a_batch_back_at_once(link):
