@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from dataloader._transport import arena
 from dataloader._transport.arena import TRIM_WINDOW, BumpAllocator, segment_size
 from dataloader.errors import SharedMemoryError
 from dataloader._transport.segment import ALIGNMENT, align
@@ -305,10 +306,13 @@ def test_a_segment_needed_now_and_then_is_kept(worker):
 
 
 class PoolMachine(RuleBasedStateMachine):
-    """Random acquire / release / give-back: the budget holds and lent segments stay lent."""
+    """Random acquire / release / give-back: the budget holds and lent segments stay lent,
+    with a trim window short enough that trimming happens within a run."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.window = arena.TRIM_WINDOW
+        arena.TRIM_WINDOW = 5
         self.local = LocalWorker(2 * MiB)
         self.lent: dict[int, object] = {}
 
@@ -346,6 +350,7 @@ class PoolMachine(RuleBasedStateMachine):
         assert set(self.lent) <= live, "a lent segment was retired"
 
     def teardown(self):
+        arena.TRIM_WINDOW = self.window
         self.local.close()
 
 
