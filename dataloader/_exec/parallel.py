@@ -45,6 +45,13 @@ class _Failure:
         self.error = error
 
 
+def _released_to(worker: Handle) -> None:
+    """Count a message that freed segments of ``worker`` (see ``WaitingForRoom.heard``); it
+    answers the worker's wait for room, if it was waiting."""
+    worker.releases_sent += 1
+    worker.waiting = None
+
+
 def _poller(*fds: int) -> "select.poll":
     """A ``poll`` object watching ``fds`` for input, built once and reused for every wait."""
     poller = select.poll()
@@ -144,8 +151,7 @@ class ParallelExecutor:
             released = tuple(self._released.pop(worker.id, ()))
             self._send(worker, RunTask(task, released))
             if released:
-                worker.releases_sent += 1
-                worker.waiting = None  # the release answers a wait for room
+                _released_to(worker)
             worker.outstanding[(task.epoch, task.index)] = task.indices
             self._in_flight += 1
 
@@ -187,8 +193,7 @@ class ParallelExecutor:
             segment_ids = tuple(self._released.pop(worker_id))
             worker = self._pool.workers[worker_id]
             self._send(worker, ReleaseSegments(segment_ids))
-            worker.releases_sent += 1
-            worker.waiting = None
+            _released_to(worker)
 
     # -- receiving ---------------------------------------------------------
 
