@@ -120,6 +120,7 @@ class _Worker:
         # batch_rng() is seeded for them (per thread).
         self.maker = BatchMaker(boot.dataset, boot.transform, boot.collator, boot.seed, seed_globals=not local)
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
+        # Work read ahead of its turn while looking for releases: tasks, or other messages.
         self.pending: collections.deque = collections.deque()
         # Whether a message waits, without building a selector per check as conn.poll() does.
         self._incoming = select.poll()
@@ -148,15 +149,12 @@ class _Worker:
 
     def serve(self) -> None:
         while True:
-            message = self.pending.popleft() if self.pending else self.conn.recv()
-            if isinstance(message, RunTask):
-                self._release(message.released)
-                self._run(message.task)
-            elif isinstance(message, ReleaseSegments):
-                self._release(message.segment_ids)
-            elif isinstance(message, Shutdown):
+            work = self.pending.popleft() if self.pending else self._free(self.conn.recv())[1]
+            if isinstance(work, BatchTask):
+                self._run(work)
+            elif isinstance(work, Shutdown):
                 return
-            # A late Overflow (the room came first) needs nothing.
+            # None (the message only freed segments) or a late Overflow (the room came first).
 
     def _run(self, task: BatchTask) -> None:
         if self.local:
@@ -231,19 +229,29 @@ class _Worker:
         makes it create a segment it does not need, and more segments evict each other
         from the CPU's cache. Tasks and the rest keep their order in ``pending``."""
         while self._incoming.poll(0):
-            message = self.conn.recv()
-            if isinstance(message, RunTask):
-                self._release(message.released)
-                message = RunTask(message.task)
-            elif isinstance(message, ReleaseSegments):
-                self._release(message.segment_ids)
-                continue
-            self.pending.append(message)
+            work = self._free(self.conn.recv())[1]
+            if work is not None:
+                self.pending.append(work)
 
-    def _release(self, segment_ids: tuple[int, ...]) -> None:
-        if segment_ids:
-            self.heard += 1
-            self.pool.release(segment_ids)
+    def _free(self, message: Any) -> tuple[bool, Any]:
+        """Free the segments ``message`` carries (a task's or a :class:`ReleaseSegments`'s).
+
+        Returns whether it freed any, and the work left: a task's :class:`BatchTask`, None
+        for a release, any other message as it is. ``pending`` holds work, never messages
+        with segments still to free, so a release is never stuck behind the task it rode on.
+        """
+        if isinstance(message, RunTask):
+            return self._release(message.released), message.task
+        if isinstance(message, ReleaseSegments):
+            return self._release(message.segment_ids), None
+        return False, message
+
+    def _release(self, segment_ids: tuple[int, ...]) -> bool:
+        if not segment_ids:
+            return False
+        self.heard += 1
+        self.pool.release(segment_ids)
+        return True
 
     def _give_back(self, allocator: BumpAllocator | None) -> None:
         if allocator is not None and allocator.segment is not None:
@@ -255,19 +263,16 @@ class _Worker:
             WaitingForRoom(sum(r.nbytes for r in raws), self.pool.reserved, self.pool.budget, self.heard)
         )
         while True:
-            message = self.conn.recv()
-            if isinstance(message, (ReleaseSegments, RunTask)):
-                released = message.segment_ids if isinstance(message, ReleaseSegments) else message.released
-                self._release(released)
-                if isinstance(message, RunTask):
-                    self.pending.append(RunTask(message.task))
-                if released:
-                    return pack(meta, raws, self.pool, allocator)
-            elif isinstance(message, Overflow):
+            freed, work = self._free(self.conn.recv())
+            if isinstance(work, Overflow):
                 self._give_back(allocator)
                 return inline(meta, raws)
-            elif isinstance(message, Shutdown):
+            if isinstance(work, Shutdown):
                 raise _Stop
+            if work is not None:
+                self.pending.append(work)  # a task waits its turn
+            if freed:
+                return pack(meta, raws, self.pool, allocator)
 
     def _announce(self, segment: Segment, fd: int) -> None:
         self.conn.send(SegmentCreated(segment.id, segment.size))
