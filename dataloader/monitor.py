@@ -3,7 +3,10 @@
 Every epoch records, per batch, when fetch, transform and collate ran (in
 whichever process or thread made it), how long it spent in transport, how
 long the consumer waited in ``next()`` and how long preload took. Recording
-is always on (a few floats per batch); ``loader.stats()`` summarises it.
+is always on (a few floats per batch); ``loader.stats()`` summarises it. The
+latest :data:`KEEP` to ``2 * KEEP`` batches are kept one by one (percentiles,
+the trace); older ones are folded into sums, so an epoch that never ends (an
+``Infinite`` sampler) records in bounded memory.
 
 Environment switches, read when an iterator starts:
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 from dataclasses import dataclass, field
 from operator import sub
 from time import perf_counter
@@ -31,6 +35,9 @@ logger = logging.getLogger("dataloader")
 
 STAGES = ("fetch", "transform", "collate", "transport", "wait", "preload")
 _DEFAULT_FREQUENCY = 10
+# Events kept one by one, per kind: at about 0.5 KB a batch, at most ~10 MB however long the
+# epoch. Counts, totals and means cover the whole epoch; p50, p95 and the trace the kept ones.
+KEEP = 10_000
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,10 @@ class Stats:
 class Recorder:
     """Collects the timings of one epoch (thread-safe for one writer per kind of event)."""
 
-    def __init__(self, num_workers: int, settings: MonitorSettings | None = None, worker_type: str = "process") -> None:
+    def __init__(
+        self, num_workers: int, settings: MonitorSettings | None = None, worker_type: str = "process",
+        keep: int | None = None,
+    ) -> None:
         self.num_workers = num_workers
         self.worker_type = worker_type
         self.settings = settings or MonitorSettings()
@@ -126,6 +136,11 @@ class Recorder:
         self.batches: list[tuple] = []
         self.waits: list[tuple[float, float]] = []
         self.preloads: list[tuple[float, float]] = []
+        # Older events, folded out of the lists above once one holds 2 * keep (see KEEP).
+        self.folded = _Sums()
+        self._lock = threading.Lock()
+        self.handed_out = 0
+        self._keep = max(KEEP if keep is None else keep, self.settings.log_every or 0)
         self.pids: dict[int, int] = {}
         self.shared_memory = lambda: 0
         self._written = False
@@ -141,20 +156,41 @@ class Recorder:
         self.batches.append(
             (worker, index, times.start, times.fetched, times.transformed, times.collated, received, times.samples, transport)
         )
+        if len(self.batches) >= 2 * self._keep:
+            self._fold("batches")
 
     def preloaded(self, start: float, end: float) -> None:
         self.preloads.append((start, end))
+        if len(self.preloads) >= 2 * self._keep:
+            self._fold("preloads")
 
     def waited(self, start: float, end: float) -> None:
         self.waits.append((start, end))
+        self.handed_out += 1
+        if len(self.waits) >= 2 * self._keep:
+            self._fold("waits")
         every = self.settings.log_every
-        if every and len(self.waits) % every == 0 and logger.isEnabledFor(logging.INFO):
+        if every and self.handed_out % every == 0 and logger.isEnabledFor(logging.INFO):
             # The last `every` batches only: a summary of everything so far would
             # cost more with every report.
             logger.info(
                 "DataLoader stages after %d batches (the last %d):\n%s",
-                len(self.waits), every, self.snapshot(last=every).table(),
+                self.handed_out, every, self.snapshot(last=every).table(),
             )
+
+    def _fold(self, kind: str) -> None:
+        """Fold the oldest ``keep`` events of ``kind`` into ``folded``. Each kind has one writer
+        thread (the one calling here), but kinds have different ones, and a snapshot may be
+        taken from any: the lock keeps the list and the sums a snapshot reads in step."""
+        with self._lock:
+            events = getattr(self, kind)
+            old, kept = events[: self._keep], events[self._keep :]
+            if kind == "batches":
+                sums = _sum_batches(old, self.num_workers > 0)
+            else:
+                sums = _Sums({"wait" if kind == "waits" else "preload": (len(old), sum(_spans(old)))})
+            setattr(self, kind, kept)
+            self.folded = self.folded + sums
 
     def finish(self) -> None:
         """End of the epoch (or close): write the trace if one was asked for."""
@@ -163,40 +199,40 @@ class Recorder:
             write_trace(self, self.settings.trace_path)
 
     def snapshot(self, last: int | None = None) -> Stats:
-        """The epoch so far, or only its ``last`` batches."""
-        batches, waits_list, preloads_list = self.batches, self.waits, self.preloads
+        """The epoch so far, or only its ``last`` batches (at most the kept ones, see KEEP)."""
+        with self._lock:
+            batches, waits_list, preloads_list, folded = self.batches, self.waits, self.preloads, self.folded
         started = self.started
         if last is not None:
             batches, waits_list, preloads_list = batches[-last:], waits_list[-last:], preloads_list[-last:]
             started = waits_list[0][0] if waits_list else started
+            folded = _Sums()
         # Plain Python on purpose: a report covers a few batches, where NumPy's per-call
         # overhead costs more than the arithmetic (and a whole epoch is still a millisecond).
-        _, _, start, fetched, transformed, collated, _, counts, transport = (
-            zip(*batches) if batches else ((),) * 9
-        )
-        durations = {
-            "fetch": list(map(sub, fetched, start)),
-            "transform": list(map(sub, transformed, fetched)),
-            "collate": list(map(sub, collated, transformed)),
-            "transport": list(transport) if self.num_workers else [],
-            "wait": [stop - go for go, stop in waits_list],
-            "preload": [stop - go for go, stop in preloads_list],
+        durations = _durations(batches, self.num_workers > 0)
+        durations["wait"] = _spans(waits_list)
+        durations["preload"] = _spans(preloads_list)
+        stages = {
+            name: _summary(values, *folded.stages.get(name, (0, 0.0)))
+            for name, values in durations.items()
+            if values or name in folded.stages
         }
-        stages = {name: _summary(values) for name, values in durations.items() if values}
         end = max(perf_counter() if not waits_list else waits_list[-1][1], started)
         elapsed = max(end - started, 1e-9)
-        samples = int(sum(counts))
-        busy = sum(map(sub, collated, start))
+        samples = folded.samples + sum(b[7] for b in batches)
+        first = min(folded.first, min((b[2] for b in batches), default=math.inf))
+        last_end = max(folded.last, max((b[5] for b in batches), default=-math.inf))
+        busy = sum(stages[name].total for name in ("fetch", "transform", "collate") if name in stages)
         # Measured from the first batch's start: worker start-up is not idleness.
-        span = max(collated) - min(start) if batches else 0.0
+        span = last_end - first if last_end > first else 0.0
         utilization = min(1.0, busy / (self.num_workers * span)) if self.num_workers and span > 0 else None
-        wait_fraction = min(1.0, sum(durations["wait"]) / elapsed)
+        waited = stages.get("wait")
         stats = dict(
-            batches=len(waits_list),
+            batches=waited.count if waited else 0,
             samples=samples,
             elapsed=elapsed,
             samples_per_second=samples / elapsed,
-            wait_fraction=wait_fraction,
+            wait_fraction=min(1.0, (waited.total if waited else 0.0) / elapsed),
             worker_utilization=utilization,
             shared_memory_bytes=int(self.shared_memory()),
             num_workers=self.num_workers,
@@ -205,12 +241,54 @@ class Recorder:
         return Stats(**stats, verdict=verdict(stats, self._cores))
 
 
-def _summary(values: list[float]) -> StageSummary:
+@dataclass(frozen=True)
+class _Sums:
+    """Totals over some events: ``stages`` maps a stage to (count, seconds); ``first`` and
+    ``last`` are the earliest batch start and the latest batch end."""
+
+    stages: dict = field(default_factory=dict)
+    samples: int = 0
+    first: float = math.inf
+    last: float = -math.inf
+
+    def __add__(self, other: "_Sums") -> "_Sums":
+        stages = dict(self.stages)
+        for name, (count, total) in other.stages.items():
+            mine = stages.get(name, (0, 0.0))
+            stages[name] = (mine[0] + count, mine[1] + total)
+        return _Sums(stages, self.samples + other.samples, min(self.first, other.first), max(self.last, other.last))
+
+
+def _durations(batches: list[tuple], transport: bool) -> dict[str, list[float]]:
+    """Each batch's fetch, transform, collate (and with workers, transport) seconds."""
+    _, _, start, fetched, transformed, collated, _, _, moved = zip(*batches) if batches else ((),) * 9
+    return {
+        "fetch": list(map(sub, fetched, start)),
+        "transform": list(map(sub, transformed, fetched)),
+        "collate": list(map(sub, collated, transformed)),
+        "transport": list(moved) if transport else [],
+    }
+
+
+def _spans(spans: list[tuple[float, float]]) -> list[float]:
+    return [stop - go for go, stop in spans]
+
+
+def _sum_batches(batches: list[tuple], transport: bool) -> _Sums:
+    """The stage totals, samples and span of ``batches`` (not empty)."""
+    stages = {name: (len(v), sum(v)) for name, v in _durations(batches, transport).items() if v}
+    return _Sums(stages, sum(b[7] for b in batches), min(b[2] for b in batches), max(b[5] for b in batches))
+
+
+def _summary(values: list[float], folded_count: int = 0, folded_total: float = 0.0) -> StageSummary:
+    """Count, total and mean over ``values`` and the folded ones; p50 and p95 over ``values``."""
     ordered = sorted(values)  # nearest-rank percentiles
     count = len(ordered)
-    total = sum(ordered)
+    total = sum(ordered) + folded_total
+    if not count:  # every value folded (cannot happen while KEEP > 0): no percentiles to give
+        return StageSummary(folded_count, total, total / max(1, folded_count), math.nan, math.nan)
     p50, p95 = ordered[(count - 1) // 2], ordered[min(count - 1, math.ceil(0.95 * count) - 1)]
-    return StageSummary(count, total, total / count, p50, p95)
+    return StageSummary(count + folded_count, total, total / (count + folded_count), p50, p95)
 
 
 # Below this the consumer barely waits: the loader keeps up.

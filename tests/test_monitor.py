@@ -4,9 +4,14 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dataloader import ArrayDataset, DataLoader, Dataset, SequentialSampler, StreamDataset, StreamSampler
-from dataloader.monitor import MonitorSettings, StageSummary, verdict
+from dataloader import (
+    ArrayDataset, DataLoader, Dataset, Infinite, SequentialSampler, StreamDataset, StreamSampler, monitor,
+)
+from dataloader._stages.batch import StageTimes
+from dataloader.monitor import MonitorSettings, Recorder, StageSummary, verdict
 
 MODES = [
     pytest.param(dict(num_workers=0), id="serial"),
@@ -168,3 +173,67 @@ def test_monitor_makes_its_reports_visible_without_logging_setup(tmp_path):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("DataLoader stages after") == 2 and "verdict:" in result.stderr
+
+
+# -- bounded memory: older events folded into sums ----------------------------------------------
+
+
+def _feed(recorder, events):
+    """Record ``events``: (fetch, transform, collate, transport, wait, preload, samples) each."""
+    clock = 0.0
+    for index, (fetch, transform, collate, transport, wait, preload, samples) in enumerate(events):
+        start = clock
+        times = StageTimes(start, start + fetch, start + fetch + transform, start + fetch + transform + collate, samples)
+        recorder.batch_made(index % 3, index, times, times.collated + transport, transport)
+        recorder.waited(times.collated, times.collated + wait)
+        recorder.preloaded(times.collated, times.collated + preload)
+        clock = times.collated + max(wait, preload)
+
+
+_durations = st.floats(0.0, 1.0, allow_nan=False, allow_infinity=False)
+_events = st.lists(st.tuples(_durations, _durations, _durations, _durations, _durations, _durations, st.integers(1, 64)), max_size=60)
+
+
+@given(events=_events, keep=st.integers(1, 7), num_workers=st.sampled_from([0, 2]))
+@settings(max_examples=60, deadline=None)
+def test_folding_old_events_keeps_whole_epoch_counts_totals_and_means(events, keep, num_workers):
+    folding, whole = Recorder(num_workers, keep=keep), Recorder(num_workers, keep=10**9)
+    folding.started = whole.started = 0.0
+    _feed(folding, events)
+    _feed(whole, events)
+    assert max(len(folding.batches), len(folding.waits), len(folding.preloads)) < 2 * keep
+    got, want = folding.snapshot(), whole.snapshot()
+    assert (got.batches, got.samples) == (want.batches, want.samples) == (len(events), sum(e[6] for e in events))
+    assert sorted(got.stages) == sorted(want.stages)
+    assert got.elapsed == pytest.approx(want.elapsed)
+    assert got.wait_fraction == pytest.approx(want.wait_fraction)
+    assert (got.worker_utilization is None) == (want.worker_utilization is None)
+    if got.worker_utilization is not None:
+        assert got.worker_utilization == pytest.approx(want.worker_utilization)
+    for name, stage in got.stages.items():
+        assert stage.count == want.stages[name].count
+        assert stage.total == pytest.approx(want.stages[name].total, abs=1e-9)
+        assert stage.mean == pytest.approx(want.stages[name].mean, abs=1e-9)
+    # Percentiles cover the events still kept one by one: the latest of the epoch.
+    kept_waits = sorted(stop - go for go, stop in folding.waits)
+    if kept_waits:
+        assert got.stages["wait"].p50 == kept_waits[(len(kept_waits) - 1) // 2]
+
+
+@pytest.mark.parametrize("options", [pytest.param(dict(num_workers=0), id="serial"),
+                                     pytest.param(dict(num_workers=2), id="process")])
+def test_an_endless_epoch_records_in_bounded_memory(options, monkeypatch, no_leaks):
+    """An Infinite sampler makes one epoch that never ends: its timings must not grow with it."""
+    monkeypatch.setattr(monitor, "KEEP", 50)
+    dataset = ArrayDataset(np.arange(40, dtype=np.float32))
+    loader = DataLoader(dataset, Infinite(SequentialSampler(dataset, batch_size=4)), **options)
+    with iter(loader) as batches:
+        for _ in range(1000):
+            batch = next(batches)
+            assert len(batches.recorder.batches) < 100 and len(batches.recorder.waits) < 100
+        stats = batches.stats()
+    assert list(batch[0]) == [36.0, 37.0, 38.0, 39.0]
+    # Batches count those handed out; samples and stage counts those made (workers run ahead).
+    assert stats.batches == stats.stages["wait"].count == 1000
+    made = stats.stages["fetch"].count
+    assert 1000 <= made <= 1000 + 2 * 2 + 1 and stats.samples == 4 * made
