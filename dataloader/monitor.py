@@ -200,8 +200,9 @@ class Recorder:
 
     def snapshot(self, last: int | None = None) -> Stats:
         """The epoch so far, or only its ``last`` batches (at most the kept ones, see KEEP)."""
-        with self._lock:
-            batches, waits_list, preloads_list, folded = self.batches, self.waits, self.preloads, self.folded
+        with self._lock:  # copies: the writers go on appending while this one reads
+            batches, waits_list, preloads_list = self.batches[:], self.waits[:], self.preloads[:]
+            folded = self.folded
         started = self.started
         if last is not None:
             batches, waits_list, preloads_list = batches[-last:], waits_list[-last:], preloads_list[-last:]
@@ -219,7 +220,7 @@ class Recorder:
         }
         end = max(perf_counter() if not waits_list else waits_list[-1][1], started)
         elapsed = max(end - started, 1e-9)
-        samples = folded.samples + sum(b[7] for b in batches)
+        samples = int(folded.samples + sum(b[7] for b in batches))
         first = min(folded.first, min((b[2] for b in batches), default=math.inf))
         last_end = max(folded.last, max((b[5] for b in batches), default=-math.inf))
         busy = sum(stages[name].total for name in ("fetch", "transform", "collate") if name in stages)
