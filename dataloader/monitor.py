@@ -200,14 +200,13 @@ class Recorder:
 
     def snapshot(self, last: int | None = None) -> Stats:
         """The epoch so far, or only its ``last`` batches (at most the kept ones, see KEEP)."""
-        with self._lock:  # copies: the writers go on appending while this one reads
-            batches, waits_list, preloads_list = self.batches[:], self.waits[:], self.preloads[:]
-            folded = self.folded
-        started = self.started
-        if last is not None:
-            batches, waits_list, preloads_list = batches[-last:], waits_list[-last:], preloads_list[-last:]
-            started = waits_list[0][0] if waits_list else started
-            folded = _Sums()
+        # Copies (slices), taken with the sums they go with: the writers go on appending while
+        # this reads. A periodic report copies only its last few batches.
+        start = -last if last is not None else 0
+        with self._lock:
+            batches, waits_list, preloads_list = self.batches[start:], self.waits[start:], self.preloads[start:]
+            folded = self.folded if last is None else _NOTHING_FOLDED
+        started = self.started if last is None or not waits_list else waits_list[0][0]
         # Plain Python on purpose: a report covers a few batches, where NumPy's per-call
         # overhead costs more than the arithmetic (and a whole epoch is still a millisecond).
         durations = _durations(batches, self.num_workers > 0)
@@ -258,6 +257,9 @@ class _Sums:
             mine = stages.get(name, (0, 0.0))
             stages[name] = (mine[0] + count, mine[1] + total)
         return _Sums(stages, self.samples + other.samples, min(self.first, other.first), max(self.last, other.last))
+
+
+_NOTHING_FOLDED = _Sums()  # never changed: ``+`` makes a new one
 
 
 def _durations(batches: list[tuple], transport: bool) -> dict[str, list[float]]:
