@@ -209,19 +209,19 @@ class Recorder:
         started = self.started if last is None or not waits_list else waits_list[0][0]
         # Plain Python on purpose: a report covers a few batches, where NumPy's per-call
         # overhead costs more than the arithmetic (and a whole epoch is still a millisecond).
-        durations = _durations(batches, self.num_workers > 0)
+        durations, recent = _columns(batches, self.num_workers > 0)
         durations["wait"] = _spans(waits_list)
         durations["preload"] = _spans(preloads_list)
+        # Folding keeps at least `keep` events of each kind, so every folded stage has values here.
         stages = {
             name: _summary(values, *folded.stages.get(name, (0, 0.0)))
             for name, values in durations.items()
-            if values or name in folded.stages
+            if values
         }
         end = max(perf_counter() if not waits_list else waits_list[-1][1], started)
         elapsed = max(end - started, 1e-9)
-        samples = int(folded.samples + sum(b[7] for b in batches))
-        first = min(folded.first, min((b[2] for b in batches), default=math.inf))
-        last_end = max(folded.last, max((b[5] for b in batches), default=-math.inf))
+        samples = int(folded.samples + recent.samples)
+        first, last_end = min(folded.first, recent.first), max(folded.last, recent.last)
         busy = sum(stages[name].total for name in ("fetch", "transform", "collate") if name in stages)
         # Measured from the first batch's start: worker start-up is not idleness.
         span = last_end - first if last_end > first else 0.0
@@ -262,15 +262,19 @@ class _Sums:
 _NOTHING_FOLDED = _Sums()  # never changed: ``+`` makes a new one
 
 
-def _durations(batches: list[tuple], transport: bool) -> dict[str, list[float]]:
-    """Each batch's fetch, transform, collate (and with workers, transport) seconds."""
-    _, _, start, fetched, transformed, collated, _, _, moved = zip(*batches) if batches else ((),) * 9
-    return {
+def _columns(batches: list[tuple], transport: bool) -> tuple[dict[str, list[float]], _Sums]:
+    """Each batch's fetch, transform, collate (and with workers, transport) seconds, and the
+    batches' samples, earliest start and latest end (one pass over ``batches``)."""
+    if not batches:
+        return {"fetch": [], "transform": [], "collate": [], "transport": []}, _NOTHING_FOLDED
+    _, _, start, fetched, transformed, collated, _, samples, moved = zip(*batches)
+    durations = {
         "fetch": list(map(sub, fetched, start)),
         "transform": list(map(sub, transformed, fetched)),
         "collate": list(map(sub, collated, transformed)),
         "transport": list(moved) if transport else [],
     }
+    return durations, _Sums({}, sum(samples), min(start), max(collated))
 
 
 def _spans(spans: list[tuple[float, float]]) -> list[float]:
@@ -278,9 +282,10 @@ def _spans(spans: list[tuple[float, float]]) -> list[float]:
 
 
 def _sum_batches(batches: list[tuple], transport: bool) -> _Sums:
-    """The stage totals, samples and span of ``batches`` (not empty)."""
-    stages = {name: (len(v), sum(v)) for name, v in _durations(batches, transport).items() if v}
-    return _Sums(stages, sum(b[7] for b in batches), min(b[2] for b in batches), max(b[5] for b in batches))
+    """The stage totals, samples and span of ``batches``."""
+    durations, sums = _columns(batches, transport)
+    stages = {name: (len(v), sum(v)) for name, v in durations.items() if v}
+    return _Sums(stages, sums.samples, sums.first, sums.last)
 
 
 def _summary(values: list[float], folded_count: int = 0, folded_total: float = 0.0) -> StageSummary:
@@ -288,8 +293,6 @@ def _summary(values: list[float], folded_count: int = 0, folded_total: float = 0
     ordered = sorted(values)  # nearest-rank percentiles
     count = len(ordered)
     total = sum(ordered) + folded_total
-    if not count:  # every value folded (cannot happen while KEEP > 0): no percentiles to give
-        return StageSummary(folded_count, total, total / max(1, folded_count), math.nan, math.nan)
     p50, p95 = ordered[(count - 1) // 2], ordered[min(count - 1, math.ceil(0.95 * count) - 1)]
     return StageSummary(count + folded_count, total, total / (count + folded_count), p50, p95)
 
