@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import importlib.util
 import multiprocessing
 import os
 import platform
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         ("shared memory", _probe_segment(args.batch_bytes, problems)),
         ("start method", f"{multiprocessing.get_start_method()} (available: {', '.join(multiprocessing.get_all_start_methods())})"),
         ("worker start", _probe_process(problems)),
+        ("worker threads", _describe_worker_threads()),
         ("versions", _versions()),
     ]
     workers = max(1, cpus)
@@ -102,13 +104,24 @@ def _probe_process(problems: list[str]) -> str:
     return "ok"
 
 
+def _describe_worker_threads() -> str:
+    """Which native thread pools a process worker caps at one thread (see _workers/native_threads)."""
+    if importlib.util.find_spec("threadpoolctl") is None:
+        return (
+            "torch and OpenCV capped at 1 thread per worker; BLAS and OpenMP not, for want of "
+            "threadpoolctl (pip install threadpoolctl): a NumPy matmul in a transform would run "
+            "a pool of every core in each worker"
+        )
+    return "torch, OpenCV, BLAS and OpenMP capped at 1 thread per worker"
+
+
 def _noop() -> None:
     return None
 
 
 def _versions() -> str:
     parts = [f"Python {platform.python_version()}"]
-    for name in ("numpy", "pyarrow", "psutil", "torch", "megengine"):
+    for name in ("numpy", "pyarrow", "psutil", "threadpoolctl", "torch", "megengine"):
         try:
             parts.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import collections
 import faulthandler
-from contextlib import nullcontext
+import logging
 import os
 import select
 import signal
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import send_handle
@@ -45,8 +46,11 @@ from .messages import (
     StreamEnded,
     WaitingForRoom,
 )
+from .native_threads import use_one_native_thread
 from .remote_error import RemoteError
 from .wire import Wire
+
+logger = logging.getLogger("dataloader")
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,9 @@ def run_worker(boot: WorkerBoot, conn: Connection, parent_alive: Connection, sta
             pass
     _exit_when_parent_dies(parent_alive.fileno())
     faulthandler.register(signal.SIGUSR1, file=stack_out.fileno(), all_threads=True, chain=False)
+    # Before worker_init_fn (in start), which may raise a count again.
+    capped = use_one_native_thread()
+    logger.debug("worker %d: thread pools capped at 1: %s", boot.worker_id, ", ".join(capped) or "none")
     worker = _Worker(boot, Wire(conn))
     try:
         worker.start()

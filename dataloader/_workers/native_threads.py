@@ -1,0 +1,86 @@
+"""One native thread per worker process: the libraries' own thread pools capped at start.
+
+PyTorch's intra-op pool, OpenMP, BLAS and OpenCV each size their pools for the
+whole machine, so ``num_workers`` processes would run that many pools of every
+core, on cores the other workers need. OpenMP and OpenBLAS threads spin while they
+wait for work, which turns the oversubscription into a collapse: with 2 workers on
+2 cores, a transform running a small convolution with PyTorch went 7x slower, and
+one running a NumPy matmul 10x slower. PyTorch's DataLoader caps torch's pool in its
+workers; this caps every pool it can reach, before ``worker_init_fn`` runs, so that
+function may raise a count again (``torch.set_num_threads``, ``threadpoolctl``).
+
+Libraries already loaded are capped through their own calls (torch, OpenCV) and
+through ``threadpoolctl`` where it is installed (BLAS and OpenMP, which NumPy and
+SciPy load with no Python-level control). Libraries loaded later read the
+environment variables set here. Thread workers share the main process's pools and
+are left alone: capping them would slow the training step.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import warnings
+
+logger = logging.getLogger("dataloader")
+
+# Read when a library starts its pool: covers libraries first imported in the worker.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+def use_one_native_thread() -> list[str]:
+    """Cap this process's native thread pools at one thread; return what was capped.
+
+    Never raises: a library that refuses (an odd build, a version without the call)
+    is logged at debug level and keeps its pool.
+    """
+    for name in THREAD_VARIABLES:
+        os.environ[name] = "1"
+    capped = []
+    for name, cap in _CAPS:
+        try:
+            if cap():
+                capped.append(name)
+        except Exception as error:  # a broken optional library must not stop the worker
+            logger.debug("could not cap the threads of %s in a worker: %r", name, error)
+    return capped
+
+
+def _cap_torch() -> bool:
+    torch = sys.modules.get("torch")  # not imported: the variables cover it if it ever is
+    if torch is None:
+        return False
+    torch.set_num_threads(1)
+    return True
+
+
+def _cap_cv2() -> bool:
+    cv2 = sys.modules.get("cv2")
+    if cv2 is None:
+        return False
+    cv2.setNumThreads(0)  # 0: OpenCV runs its functions sequentially, in the calling thread
+    return True
+
+
+def _cap_blas_and_openmp() -> bool:
+    try:
+        threadpoolctl = importlib.import_module("threadpoolctl")
+    except ImportError:
+        return False  # optional: without it, a BLAS loaded before the fork keeps its pool
+    with warnings.catch_warnings():
+        # e.g. two OpenMP runtimes loaded at once: the user's to hear about, once, not each worker's
+        warnings.simplefilter("ignore")
+        threadpoolctl.threadpool_limits(limits=1)
+    return True
+
+
+_CAPS = (("torch", _cap_torch), ("cv2", _cap_cv2), ("BLAS/OpenMP", _cap_blas_and_openmp))
