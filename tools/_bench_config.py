@@ -12,7 +12,8 @@ from _bench_workloads import WORKLOADS, default_workloads, missing_module
 class BenchConfig:
     """What one benchmark run measures."""
 
-    # All seven (cv2 only where OpenCV is importable): about 5.5 minutes on 2 quiet cores.
+    # All nine (cv2 only where OpenCV is importable, torchconv where torch is): about 6.5
+    # minutes on 2 quiet cores.
     workloads: tuple[str, ...] = field(default_factory=default_workloads)
     workers: tuple[int, ...] = (0, 2)
     # Five repetitions give a median that one noisy repetition cannot move.

@@ -7,7 +7,6 @@ A run is a :class:`RunSpec`: how to open its iterator (and, for our loader, how 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import logging
 import os
@@ -76,37 +75,15 @@ class MatmulStep:
 
 @contextlib.contextmanager
 def one_blas_thread() -> Iterator[bool]:
-    """NumPy's OpenBLAS limited to one thread inside the block; yields whether it could be."""
-    found = _openblas_threads()
-    if found is None:
+    """NumPy's BLAS limited to one thread inside the block (with threadpoolctl, which the
+    test extra installs); yields whether it could be."""
+    try:
+        import threadpoolctl
+    except ImportError:
         yield False
         return
-    get, set_ = found
-    before = get()
-    set_(1)
-    try:
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
         yield True
-    finally:
-        set_(before)
-
-
-def _openblas_threads() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """(get, set) of the thread count of the OpenBLAS NumPy loaded, from /proc/self/maps."""
-    try:
-        with open("/proc/self/maps") as handle:
-            paths = {line.split()[-1] for line in handle if "openblas" in line.lower()}
-    except OSError:
-        return None
-    for path, prefix in itertools.product(sorted(paths), ("scipy_openblas", "openblas")):
-        for suffix in ("64_", ""):
-            try:
-                library = ctypes.CDLL(path)
-                get = getattr(library, f"{prefix}_get_num_threads{suffix}")
-                set_ = getattr(library, f"{prefix}_set_num_threads{suffix}")
-            except (OSError, AttributeError):
-                continue
-            return get, set_
-    return None
 
 
 @contextlib.contextmanager

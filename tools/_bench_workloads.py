@@ -1,12 +1,19 @@
 """The benchmark's workloads: their datasets, batch sizes and which runs make up a group.
 
-Seven workloads, all run by default. Three compare loaders (ours, PyTorch's, no loader, the
+Nine workloads, all run by default. Three compare loaders (ours, PyTorch's, no loader, the
 ideal):
 
 - ``tiny``: per-sample overhead. 2M samples of (float32[8], int), batches of 256 (an epoch
   outlasts the measured 1.5 s, as the other workloads' do).
 - ``images``: bandwidth. 3x224x224 uint8 images from a preallocated pool, batches of 64.
 - ``decode``: CPU work. JPEGs decoded with Pillow and cropped at random, batches of 32.
+
+Two compare loaders on transforms that call a library with its own thread pool (ours,
+PyTorch's and no loader, 2 workers): in workers, each pool would take every core.
+
+
+- ``matmul``: a NumPy matrix product per sample (OpenBLAS). PyTorch's workers leave it alone.
+- ``torchconv``: a PyTorch convolution per sample. PyTorch's workers cap torch at 1 thread.
 
 Four compare settings of our loader:
 
@@ -132,6 +139,45 @@ class PyLoopDataset(Dataset):
         return self.size
 
 
+class MatmulDataset(Dataset):
+    """(float32[192], int label): column sums of ``a @ a.T`` for a 192x192 matrix, about 0.3 ms
+    of BLAS per sample, large enough for OpenBLAS to run it on every core it has."""
+
+    def __init__(self, size: int = 100_000, pool: int = 64, side: int = 192) -> None:
+        self.pool = np.random.default_rng(4).standard_normal((pool, side, side), dtype=np.float32)
+        self.size = size
+
+    def __getitem__(self, index: int) -> tuple:
+        a = self.pool[index % len(self.pool)]
+        return (a @ a.T).sum(axis=0), index % 1000
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class TorchConvDataset(Dataset):
+    """(float32[96, 96], int label): a 3x3 convolution of a 3x96x96 image to 16 channels with
+    PyTorch, ReLU, then the channel mean: about 0.1 ms per sample on one core."""
+
+    def __init__(self, size: int = 100_000, pool: int = 64, side: int = 96) -> None:
+        import torch
+
+        self.pool = np.random.default_rng(5).standard_normal((pool, 3, side, side), dtype=np.float32)
+        weight = np.random.default_rng(6).standard_normal((16, 3, 3, 3), dtype=np.float32)
+        self.weight = torch.from_numpy(weight)
+        self.size = size
+
+    def __getitem__(self, index: int) -> tuple:
+        import torch
+
+        image = torch.from_numpy(self.pool[index % len(self.pool)])[None]
+        features = torch.nn.functional.conv2d(image, self.weight, padding=1).relu_().mean(dim=1)
+        return features[0].numpy(), index % 1000
+
+    def __len__(self) -> int:
+        return self.size
+
+
 def _random_crop(image: np.ndarray, crop: int) -> np.ndarray:
     top = random.randrange(image.shape[0] - crop + 1)
     left = random.randrange(image.shape[1] - crop + 1)
@@ -177,7 +223,7 @@ class Workload:
     def loaders(self, workers: int, with_torch: bool) -> list[str]:
         """The runs of one (workload, num_workers) group, in their first repetition's order."""
         if self.runs is not None:
-            return list(self.runs)
+            return [run for run in self.runs if run != TORCH or with_torch]
         return [OURS] + [TORCH] * with_torch + [BASELINE] + [IDEAL] * (workers >= 2)
 
 
@@ -213,6 +259,16 @@ WORKLOADS = {
         "pyloop", 64, lambda small: PyLoopDataset(10_000 if small else 100_000),
         "GIL held: a pure-Python loop per sample (~55 us), batch 64; threads vs processes",
         True, runs=(OURS, THREAD, BASELINE), workers=(2,),
+    ),
+    "matmul": Workload(
+        "matmul", 32, lambda small: MatmulDataset(4_000 if small else 100_000),
+        "thread pools: a NumPy 192x192 matmul per sample (BLAS), batch 32", False,
+        runs=(OURS, TORCH, BASELINE), workers=(2,),
+    ),
+    "torchconv": Workload(
+        "torchconv", 32, lambda small: TorchConvDataset(4_000 if small else 100_000),
+        "thread pools: a PyTorch 3x3 convolution per sample, batch 32", False,
+        runs=(OURS, TORCH, BASELINE), workers=(2,), needs=("torch", "torch"),
     ),
     "monitor": Workload(
         "monitor", 256, lambda small: TinyDataset(50_000 if small else 1_000_000),

@@ -18,8 +18,11 @@ alike; ratios are formed within a repetition and the table quotes their medians.
 Four more compare settings of our loader: ``preload`` (preload off and on against a consumer
 whose step takes as long as loading a batch; num_workers 0 and 2), ``cv2`` and ``pyloop``
 (thread against process workers, num_workers 2, on a transform that releases the GIL and on
-one that holds it) and ``monitor`` (``DATALOADER_MONITOR=1`` against the default). All seven
-run by default (cv2 where OpenCV is importable): ~5.5 minutes on 2 quiet cores. The method and
+one that holds it) and ``monitor`` (``DATALOADER_MONITOR=1`` against the default). Two more
+compare the loaders (no ideal) on transforms whose library runs its own thread pool:
+``matmul`` (NumPy, BLAS) and ``torchconv`` (a PyTorch convolution), num_workers 2. All nine
+run by default (cv2 where OpenCV is importable, torchconv where torch is): ~6.5 minutes on 2
+quiet cores. The method and
 a full run are in docs/performance.md; the modules beside this one hold the parts:
 ``_bench_workloads`` (datasets), ``_bench_loaders`` (the ways of making batches),
 ``_bench_measure`` (one run), ``_bench_schedule`` (all runs), ``_bench_summary`` (rows and
@@ -102,7 +105,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
     parser.add_argument("--workloads", default=None, help=f"comma-separated, among "
                         f"{','.join(WORKLOADS)} (default: all)")
     parser.add_argument("--workers", help="num_workers values, comma-separated (default 0,2; "
-                        "given, it also replaces the own values of preload, cv2 and pyloop)")
+                        "given, it also replaces the own values of preload, cv2, pyloop, "
+                        "matmul and torchconv)")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch's loader out")
     parser.add_argument(
         "--patience", type=float, help="seconds to spend in all waiting for a quiet machine "

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "tools" / "bench.py"
 WORKLOADS = ("tiny", "images", "decode")
 SETTINGS = ("preload", "cv2", "pyloop", "monitor")
+POOLS = ("matmul",)  # torchconv needs torch; both run with the settings, --no-torch
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 HAS_CV2 = importlib.util.find_spec("cv2") is not None
 
@@ -58,7 +59,7 @@ def settings_run(tmp_path_factory):
     out, png = folder / "bench.json", folder / "bench.png"
     command = [
         sys.executable, str(BENCH), "--quick", "--reps", "1", "--seconds", "0.05",
-        "--workloads", ",".join(("tiny", *SETTINGS)), "--no-torch", "--json", str(out),
+        "--workloads", ",".join(("tiny", *SETTINGS, *POOLS)), "--no-torch", "--json", str(out),
     ] + (["--plot", str(png)] if HAS_MATPLOTLIB else [])
     stdout, result = _bench(command, out)
     return stdout, result, png
@@ -133,14 +134,17 @@ def _rows(result: dict) -> dict:
 def test_settings_workloads_have_their_runs(settings_run):
     stdout, result, _ = settings_run
     rows = _rows(result)
-    assert result["config"]["workloads"] == ["tiny", *SETTINGS]
-    assert result["checks"] == {name: "ok" for name in ("tiny", *SETTINGS)}
+    assert result["config"]["workloads"] == ["tiny", *SETTINGS, *POOLS]
+    assert result["checks"] == {name: "ok" for name in ("tiny", *SETTINGS, *POOLS)}
     for workers in (0, 2):
         for loader in ("load-only", "step-only", "ours", "ours+preload"):
             assert ("preload", loader, workers) in rows
         assert ("monitor", "ours", workers) in rows and ("monitor", "ours+monitor", workers) in rows
     for name in ("cv2", "pyloop"):
         assert {(name, "ours", 2), (name, "ours-thread", 2), (name, "no-loader", None)} <= set(rows)
+    # Loader comparisons with a fixed worker count: PyTorch's run is left out under --no-torch.
+    matmul = {key for key in rows if key[0] == "matmul"}
+    assert matmul == {("matmul", "ours", 2), ("matmul", "no-loader", None)}
     for title in ("preload (", "thread vs process workers", "monitoring ("):
         assert title in stdout
 
@@ -195,9 +199,11 @@ def test_the_default_run_has_every_workload_and_their_own_worker_counts():
     finally:
         sys.path.remove(str(ROOT / "tools"))
     config, _ = bench.parse_args([])
-    expected = list(WORKLOADS) + [w for w in SETTINGS if w != "cv2" or HAS_CV2]
+    expected = list(WORKLOADS) + [w for w in SETTINGS if w != "cv2" or HAS_CV2] + list(POOLS)
+    expected += ["torchconv"] if importlib.util.find_spec("torch") is not None else []
     assert sorted(config.workloads) == sorted(expected)
     assert config.workers_for("preload") == (0, 2) and config.workers_for("pyloop") == (2,)
+    assert config.workers_for("matmul") == (2,)
     assert config.workers_for("tiny") == config.workers_for("monitor") == (0, 2)
     config, _ = bench.parse_args(["--workers", "1"])
     assert config.workers_for("preload") == config.workers_for("tiny") == (1,)
