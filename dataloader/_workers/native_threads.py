@@ -5,7 +5,9 @@ whole machine, so ``num_workers`` processes would run that many pools of every
 core, on cores the other workers need. OpenMP and OpenBLAS threads spin while they
 wait for work, which turns the oversubscription into a collapse: with 2 workers on
 2 cores, a transform running a small convolution with PyTorch went 7x slower, and
-one running a NumPy matmul 10x slower. PyTorch's DataLoader caps torch's pool in its
+one running a NumPy matmul 10x slower. And GNU OpenMP is not fork-safe: a forked
+worker entering a parallel region whose pool the parent had started waited forever
+for threads that were never forked. PyTorch's DataLoader caps torch's pool in its
 workers; this caps every pool it can reach, before ``worker_init_fn`` runs, so that
 function may raise a count again (``torch.set_num_threads``, ``threadpoolctl``).
 
@@ -18,7 +20,6 @@ are left alone: capping them would slow the training step.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -73,7 +74,7 @@ def _cap_cv2() -> bool:
 
 def _cap_blas_and_openmp() -> bool:
     try:
-        threadpoolctl = importlib.import_module("threadpoolctl")
+        import threadpoolctl
     except ImportError:
         return False  # optional: without it, a BLAS loaded before the fork keeps its pool
     with warnings.catch_warnings():

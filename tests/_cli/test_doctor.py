@@ -24,7 +24,6 @@ def test_doctor_fails_when_a_batch_cannot_fit(capsys):
     assert "PROBLEM:" in out and "NOT OK" in out
 
 
-
 @pytest.mark.parametrize("installed", [True, False])
 def test_doctor_says_whether_workers_can_cap_blas(installed, monkeypatch, capsys):
     find_spec = importlib.util.find_spec
