@@ -101,6 +101,7 @@ class ParallelExecutor:
         self._poller = _poller(*self._watched)
         self._has_message = {worker.id: _poller(worker.conn.fileno()) for worker in pool.workers}
         self._overflows = 0
+        self._handed_out = False  # no batch yet this epoch
         self._closed = False
 
     def __iter__(self) -> "ParallelExecutor":
@@ -115,6 +116,9 @@ class ParallelExecutor:
         while True:
             found, value = self._reorder.pop()
             if found:
+                if not self._handed_out:
+                    self._handed_out = True
+                    self._pool.restore_main_threads()
                 self._ready -= 1
                 self._dispatch()
                 self._send_releases()
@@ -124,6 +128,7 @@ class ParallelExecutor:
             self._dispatch()
             if self._exhausted and self._in_flight == 0:
                 self._send_releases()
+                self._pool.restore_main_threads()  # an epoch with no batch at all
                 raise StopIteration
             if deadline is None and self._options.timeout > 0:
                 deadline = time.monotonic() + self._options.timeout
@@ -133,6 +138,7 @@ class ParallelExecutor:
         if self._closed:
             return
         self._closed = True
+        self._pool.restore_main_threads()  # closed before its first batch (a persistent pool lives on)
         if self._on_close is not None:
             self._on_close()
 

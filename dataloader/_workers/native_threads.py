@@ -13,9 +13,10 @@ function may raise a count again (``torch.set_num_threads``, ``threadpoolctl``).
 
 Libraries already loaded are capped through their own calls (torch, OpenCV) and
 through ``threadpoolctl`` where it is installed (BLAS and OpenMP, which NumPy and
-SciPy load with no Python-level control). Libraries loaded later read the
-environment variables set here. Thread workers share the main process's pools and
-are left alone: capping them would slow the training step.
+SciPy load with no Python-level control): for forked workers by the main process
+around the fork (:func:`cap_for_fork`), for spawned ones in the worker. Libraries
+loaded later read the environment variables set here. Thread workers share the main
+process's pools, which are left alone: capping them would slow the training step.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import warnings
+from typing import Any, Callable
 
 logger = logging.getLogger("dataloader")
 
@@ -36,6 +39,65 @@ THREAD_VARIABLES = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
+
+
+# The main process's cap on its BLAS and OpenMP pools while it forks workers (see cap_for_fork).
+# Reference-counted: loaders started together share one cap, and the counts come back when
+# the last of them lets go. A forked worker inherits these values: holders > 0 means capped.
+_lock = threading.Lock()
+_holders = 0
+_limits: Any = None
+
+
+def cap_for_fork() -> Callable[[], None]:
+    """In the main process, before forking workers: BLAS and OpenMP at one thread, so the
+    workers are born capped. Returns the function that gives the main process its counts
+    back; call it once the workers have started (later calls do nothing).
+
+    Why not cap in the worker: after a fork, OpenBLAS restarts its pool at the first call
+    that touches it, even one that sets one thread, and each thread it starts spins for
+    0.1 s before it sleeps: about 100 ms of CPU per OpenBLAS library (NumPy and OpenCV each
+    bring one) per worker, on the way to its first batch. A worker born with one thread
+    never restarts the pool. The main process pays one restart, when its counts come back
+    (after the first batch, not on the way to it).
+    """
+    global _holders, _limits
+    try:
+        import threadpoolctl
+    except ImportError:
+        return _nothing
+    with _lock:
+        if _holders == 0:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # e.g. two OpenMP runtimes: not ours to say
+                    _limits = threadpoolctl.threadpool_limits(limits=1)
+            except Exception as error:  # the workers will try again themselves
+                logger.debug("could not cap BLAS and OpenMP before forking workers: %r", error)
+                return _nothing
+        _holders += 1
+    restored = False
+
+    def restore() -> None:
+        nonlocal restored
+        global _holders, _limits
+        with _lock:
+            if restored:
+                return
+            restored = True
+            _holders -= 1
+            if _holders == 0:
+                limits, _limits = _limits, None
+                try:
+                    limits.restore_original_limits()
+                except Exception as error:  # never let this stop an epoch
+                    logger.debug("could not restore BLAS and OpenMP thread counts: %r", error)
+
+    return restore
+
+
+def _nothing() -> None:
+    return None
 
 
 def use_one_native_thread() -> list[str]:
@@ -73,6 +135,8 @@ def _cap_cv2() -> bool:
 
 
 def _cap_blas_and_openmp() -> bool:
+    if _holders:
+        return True  # forked while the main process held them capped (see cap_for_fork)
     try:
         import threadpoolctl
     except ImportError:

@@ -17,7 +17,7 @@ import pytest
 
 from dataloader import DataLoader, Dataset, SequentialSampler
 from dataloader._workers import native_threads
-from dataloader._workers.native_threads import THREAD_VARIABLES, use_one_native_thread
+from dataloader._workers.native_threads import THREAD_VARIABLES, cap_for_fork, use_one_native_thread
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 if HAS_TORCH:
@@ -118,6 +118,62 @@ def test_forked_workers_do_not_hang_on_an_openmp_pool_the_parent_used(monkeypatc
                             multiprocessing_context="fork", timeout=20)
         got = np.concatenate(list(loader))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+# Processes that called threadpoolctl's threadpool_limits (see the spy below).
+LIMITED_IN: list[int] = []
+
+
+class LimitedHere(Dataset):
+    """Each sample: whether the worker that made it called threadpool_limits itself, and its
+    BLAS threads."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return np.array([os.getpid() in LIMITED_IN, blas_threads()])
+
+
+def test_forked_workers_are_born_capped_and_the_main_process_gets_its_counts_back(monkeypatch, no_leaks):
+    """Capping OpenBLAS inside a forked worker restarts its pool (a thread that spins 0.1 s,
+    per library): forked workers must inherit the cap instead. The main process's counts come
+    back with the first batch, also when two loaders start before either hands one out."""
+    limits = threadpoolctl.threadpool_limits
+
+    def spy(*args, **kwargs):
+        LIMITED_IN.append(os.getpid())
+        return limits(*args, **kwargs)
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", spy)
+    first, second = LimitedHere(), Pools()
+    with two_threads_everywhere(monkeypatch):
+        a = iter(DataLoader(first, SequentialSampler(first, batch_size=2), num_workers=2,
+                            multiprocessing_context="fork"))
+        b = iter(DataLoader(second, SequentialSampler(second, batch_size=2), num_workers=2,
+                            multiprocessing_context="fork"))
+        seen = [next(a)]
+        next(b)
+        assert blas_threads() == 2  # while both epochs go on
+        seen += list(a)
+        list(b)
+        assert blas_threads() == 2
+    assert os.getpid() in LIMITED_IN  # the main process capped them, around the fork
+    seen = np.concatenate(seen)
+    assert (seen[:, 0] == 0).all(), "a forked worker capped BLAS itself"
+    assert (seen[:, 1] == 1).all()
+
+
+@pytest.mark.parametrize("order", ["first-first", "last-first"])
+def test_caps_taken_together_give_the_counts_back_once_all_are_released(order, monkeypatch):
+    with two_threads_everywhere(monkeypatch):
+        first, second = cap_for_fork(), cap_for_fork()
+        assert blas_threads() == 1
+        for restore in (first, second) if order == "first-first" else (second, first):
+            assert blas_threads() == 1  # another cap is still held
+            restore()
+            restore()  # a second call does nothing
+        assert blas_threads() == 2
 
 
 def test_worker_init_fn_may_raise_a_count_again(monkeypatch, no_leaks):
