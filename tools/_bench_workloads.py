@@ -11,7 +11,6 @@ ideal):
 Two compare loaders on transforms that call a library with its own thread pool (ours,
 PyTorch's and no loader, 2 workers): in workers, each pool would take every core.
 
-
 - ``matmul``: a NumPy matrix product per sample (OpenBLAS). PyTorch's workers leave it alone.
 - ``torchconv``: a PyTorch convolution per sample. PyTorch's workers cap torch at 1 thread.
 
