@@ -108,11 +108,11 @@ def _describe_worker_threads() -> str:
     """Which native thread pools a process worker caps at one thread (see _workers/native_threads)."""
     if importlib.util.find_spec("threadpoolctl") is None:
         return (
-            "torch and OpenCV capped at 1 thread per worker; BLAS and OpenMP not, for want of "
+            "torch and OpenCV (where loaded) capped at 1 thread per worker; BLAS and OpenMP not, for want of "
             "threadpoolctl (pip install threadpoolctl): a NumPy matmul in a transform would run "
             "a pool of every core in each worker"
         )
-    return "torch, OpenCV, BLAS and OpenMP capped at 1 thread per worker"
+    return "torch, OpenCV (where loaded), BLAS and OpenMP capped at 1 thread per worker"
 
 
 def _noop() -> None:
