@@ -128,7 +128,6 @@ class ParallelExecutor:
             self._dispatch()
             if self._exhausted and self._in_flight == 0:
                 self._send_releases()
-                self._pool.restore_main_threads()  # an epoch with no batch at all
                 raise StopIteration
             if deadline is None and self._options.timeout > 0:
                 deadline = time.monotonic() + self._options.timeout
@@ -138,7 +137,8 @@ class ParallelExecutor:
         if self._closed:
             return
         self._closed = True
-        self._pool.restore_main_threads()  # closed before its first batch (a persistent pool lives on)
+        # Ended or closed before a first batch; a persistent pool lives on, still capped.
+        self._pool.restore_main_threads()
         if self._on_close is not None:
             self._on_close()
 

@@ -62,19 +62,15 @@ def cap_for_fork() -> Callable[[], None]:
     (after the first batch, not on the way to it).
     """
     global _holders, _limits
-    try:
-        import threadpoolctl
-    except ImportError:
-        return _nothing
     with _lock:
         if _holders == 0:
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # e.g. two OpenMP runtimes: not ours to say
-                    _limits = threadpoolctl.threadpool_limits(limits=1)
+                _limits = _limit_blas_and_openmp()
             except Exception as error:  # the workers will try again themselves
                 logger.debug("could not cap BLAS and OpenMP before forking workers: %r", error)
                 return _nothing
+            if _limits is None:
+                return _nothing  # no threadpoolctl
         _holders += 1
     restored = False
 
@@ -137,15 +133,20 @@ def _cap_cv2() -> bool:
 def _cap_blas_and_openmp() -> bool:
     if _holders:
         return True  # forked while the main process held them capped (see cap_for_fork)
+    return _limit_blas_and_openmp() is not None
+
+
+def _limit_blas_and_openmp() -> Any:
+    """``threadpoolctl.threadpool_limits(1)`` (its ``restore_original_limits`` undoes it), or
+    None where threadpoolctl is not installed: BLAS and OpenMP then keep their pools."""
     try:
         import threadpoolctl
     except ImportError:
-        return False  # optional: without it, a BLAS loaded before the fork keeps its pool
+        return None
     with warnings.catch_warnings():
-        # e.g. two OpenMP runtimes loaded at once: the user's to hear about, once, not each worker's
+        # e.g. two OpenMP runtimes loaded at once: the user's to hear about, not the loader's
         warnings.simplefilter("ignore")
-        threadpoolctl.threadpool_limits(limits=1)
-    return True
+        return threadpoolctl.threadpool_limits(limits=1)
 
 
 _CAPS = (("torch", _cap_torch), ("cv2", _cap_cv2), ("BLAS/OpenMP", _cap_blas_and_openmp))
