@@ -218,7 +218,7 @@ def _checked_sampler(dataset: Any, sampler: Any, is_stream: bool) -> Any:
         )
     if not is_stream and stream_sampler:
         raise ArgumentTypeError(
-            f"a map-style Dataset needs a map sampler; got StreamSampler. Use "
+            "a map-style Dataset needs a map sampler; got StreamSampler. Use "
             "SequentialSampler(dataset, batch_size=...) or RandomSampler(dataset, batch_size=...)."
         )
     if not hasattr(sampler, "__iter__"):
