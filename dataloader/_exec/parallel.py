@@ -101,7 +101,6 @@ class ParallelExecutor:
         self._poller = _poller(*self._watched)
         self._has_message = {worker.id: _poller(worker.conn.fileno()) for worker in pool.workers}
         self._overflows = 0
-        self._handed_out = False  # no batch yet this epoch
         self._closed = False
 
     def __iter__(self) -> "ParallelExecutor":
@@ -116,9 +115,6 @@ class ParallelExecutor:
         while True:
             found, value = self._reorder.pop()
             if found:
-                if not self._handed_out:
-                    self._handed_out = True
-                    self._pool.restore_main_threads()
                 self._ready -= 1
                 self._dispatch()
                 self._send_releases()
@@ -137,8 +133,6 @@ class ParallelExecutor:
         if self._closed:
             return
         self._closed = True
-        # Ended or closed before a first batch; a persistent pool lives on, still capped.
-        self._pool.restore_main_threads()
         if self._on_close is not None:
             self._on_close()
 

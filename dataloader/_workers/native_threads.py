@@ -13,20 +13,19 @@ function may raise a count again (``torch.set_num_threads``, ``threadpoolctl``).
 
 Libraries already loaded are capped through their own calls (torch, OpenCV) and
 through ``threadpoolctl`` where it is installed (BLAS and OpenMP, which NumPy and
-SciPy load with no Python-level control): for forked workers by the main process
-around the fork (:func:`cap_for_fork`), for spawned ones in the worker. Libraries
-loaded later read the environment variables set here. Thread workers share the main
-process's pools, which are left alone: capping them would slow the training step.
+SciPy load with no Python-level control). Libraries loaded later read the
+environment variables set here. The main process's pools are never touched, and
+thread workers share them: capping them would slow the training step.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import sys
-import threading
 import warnings
-from typing import Any, Callable
+from typing import Any
 
 logger = logging.getLogger("dataloader")
 
@@ -41,59 +40,13 @@ THREAD_VARIABLES = (
 )
 
 
-# The main process's cap on its BLAS and OpenMP pools while it forks workers (see cap_for_fork).
-# Reference-counted: loaders started together share one cap, and the counts come back when
-# the last of them lets go. A forked worker inherits these values: holders > 0 means capped.
-_lock = threading.Lock()
-_holders = 0
-_limits: Any = None
-
-
-def cap_for_fork() -> Callable[[], None]:
-    """In the main process, before forking workers: BLAS and OpenMP at one thread, so the
-    workers are born capped. Returns the function that gives the main process its counts
-    back; call it once the workers have started (later calls do nothing).
-
-    Why not cap in the worker: after a fork, OpenBLAS restarts its pool at the first call
-    that touches it, even one that sets one thread, and each thread it starts spins for
-    0.1 s before it sleeps: about 100 ms of CPU per OpenBLAS library (NumPy and OpenCV each
-    bring one) per worker, on the way to its first batch. A worker born with one thread
-    never restarts the pool. The main process pays one restart, when its counts come back
-    (after the first batch, not on the way to it).
-    """
-    global _holders, _limits
-    with _lock:
-        if _holders == 0:
-            try:
-                _limits = _limit_blas_and_openmp()
-            except Exception as error:  # the workers will try again themselves
-                logger.debug("could not cap BLAS and OpenMP before forking workers: %r", error)
-                return _nothing
-            if _limits is None:
-                return _nothing  # no threadpoolctl
-        _holders += 1
-    restored = False
-
-    def restore() -> None:
-        nonlocal restored
-        global _holders, _limits
-        with _lock:
-            if restored:
-                return
-            restored = True
-            _holders -= 1
-            if _holders == 0:
-                limits, _limits = _limits, None
-                try:
-                    limits.restore_original_limits()
-                except Exception as error:  # never let this stop an epoch
-                    logger.debug("could not restore BLAS and OpenMP thread counts: %r", error)
-
-    return restore
-
-
-def _nothing() -> None:
-    return None
+def import_before_fork() -> None:
+    """Import ``threadpoolctl`` in the main process, once, so forked workers inherit it instead
+    of each importing it (5-10 ms) on the way to its first batch. Changes no thread count."""
+    try:
+        import threadpoolctl  # noqa: F401
+    except ImportError:
+        pass
 
 
 def use_one_native_thread() -> list[str]:
@@ -131,22 +84,44 @@ def _cap_cv2() -> bool:
 
 
 def _cap_blas_and_openmp() -> bool:
-    if _holders:
-        return True  # forked while the main process held them capped (see cap_for_fork)
-    return _limit_blas_and_openmp() is not None
-
-
-def _limit_blas_and_openmp() -> Any:
-    """``threadpoolctl.threadpool_limits(1)`` (its ``restore_original_limits`` undoes it), or
-    None where threadpoolctl is not installed: BLAS and OpenMP then keep their pools."""
+    """Every BLAS and OpenMP library loaded here at one thread, through ``threadpoolctl``;
+    False where it is not installed (BLAS and OpenMP then keep their pools)."""
     try:
         import threadpoolctl
     except ImportError:
-        return None
+        return False
     with warnings.catch_warnings():
         # e.g. two OpenMP runtimes loaded at once: the user's to hear about, not the loader's
         warnings.simplefilter("ignore")
-        return threadpoolctl.threadpool_limits(limits=1)
+        libraries = threadpoolctl.ThreadpoolController().lib_controllers
+    for library in libraries:
+        try:
+            if not _lower_openblas_count(library):
+                library.set_num_threads(1)
+        except Exception as error:  # one odd build must not leave the others uncapped
+            logger.debug("could not cap the threads of %s in a worker: %r", library.filepath, error)
+    return True
+
+
+def _lower_openblas_count(library: Any) -> bool:
+    """Set OpenBLAS's thread count to 1 by writing the variable its setter writes; False
+    where this is not an OpenBLAS with its own threads or the variable is not exported.
+
+    OpenBLAS shuts its pool down before every fork, and its setter first starts the pool
+    again, even to lower the count: in a forked worker that starts a thread per core that
+    spins 0.1 s before it sleeps, about (cores - 1) x 0.1 s of CPU per OpenBLAS library
+    (NumPy and OpenCV each bring one) per worker, on the way to the first batch. With the
+    count at 1 OpenBLAS runs every call in the calling thread and never starts the pool.
+    The variable (``blas_cpu_number``) has kept its name and meaning since GotoBLAS.
+    """
+    if library.internal_api != "openblas" or getattr(library, "threading_layer", None) != "pthreads":
+        return False
+    try:
+        handle = ctypes.CDLL(library.filepath, mode=os.RTLD_NOLOAD)
+        ctypes.c_int.in_dll(handle, "blas_cpu_number").value = 1
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
 
 
 _CAPS = (("torch", _cap_torch), ("cv2", _cap_cv2), ("BLAS/OpenMP", _cap_blas_and_openmp))

@@ -28,7 +28,7 @@ from .._transport.receiver import Receiver
 from .handle import Handle
 from .loop import WorkerBoot, run_worker
 from .messages import SegmentCreated, SegmentRetired, Shutdown
-from .native_threads import cap_for_fork
+from .native_threads import import_before_fork
 from .wire import Wire
 
 logger = logging.getLogger("dataloader")
@@ -70,8 +70,8 @@ class WorkerPool:
         self._alive_in, self._alive_out = context.Pipe(duplex=False)
         self._stopping = False
         self.broken = False  # a worker died: a persistent loader must not reuse this pool
-        # Forked workers are born with BLAS and OpenMP at one thread (see cap_for_fork).
-        self._restore_threads = cap_for_fork() if method == "fork" else (lambda: None)
+        if method == "fork":
+            import_before_fork()
         try:
             with _heap_frozen() if method == "fork" else nullcontext():
                 for boot in boots:
@@ -159,15 +159,8 @@ class WorkerPool:
             chunks.append(data)
         return b"".join(chunks).decode("utf-8", "replace")
 
-    def restore_main_threads(self) -> None:
-        """Give the main process back the BLAS and OpenMP counts it capped while forking the
-        workers. Called once the first batch is out (restoring restarts OpenBLAS's pool, which
-        spins for a while: not on the way to the first batch), and at shutdown."""
-        self._restore_threads()
-
     def shutdown(self) -> None:
         """Stop every worker (asked, then killed after a grace period) and release everything."""
-        self._restore_threads()
         if self._stopping:
             return
         self._stopping = True

@@ -157,9 +157,6 @@ class ThreadWorkerPool:
         frame = sys._current_frames().get(worker.thread.ident)
         return "".join(traceback.format_stack(frame)) if frame is not None else ""
 
-    def restore_main_threads(self) -> None:
-        """Nothing to restore: thread workers leave the process's thread pools as they are."""
-
     def shutdown(self) -> None:
         if self._stopping:
             return

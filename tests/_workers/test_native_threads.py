@@ -9,6 +9,7 @@ child reads to 2), so a worker that inherited or re-created its pools unchanged 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import os
 
@@ -17,7 +18,7 @@ import pytest
 
 from dataloader import DataLoader, Dataset, SequentialSampler
 from dataloader._workers import native_threads
-from dataloader._workers.native_threads import THREAD_VARIABLES, cap_for_fork, use_one_native_thread
+from dataloader._workers.native_threads import THREAD_VARIABLES, use_one_native_thread
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 if HAS_TORCH:
@@ -120,60 +121,77 @@ def test_forked_workers_do_not_hang_on_an_openmp_pool_the_parent_used(monkeypatc
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-# Processes that called threadpoolctl's threadpool_limits (see the spy below).
-LIMITED_IN: list[int] = []
+def openblas_pools_running() -> int:
+    """How many OpenBLAS libraries loaded here have their thread pool up (OpenBLAS's own
+    ``blas_server_avail`` flag); -1 where a library does not export it."""
+    running = 0
+    for library in threadpoolctl.ThreadpoolController().select(internal_api="openblas").lib_controllers:
+        try:
+            handle = ctypes.CDLL(library.filepath, mode=os.RTLD_NOLOAD)
+            running += ctypes.c_int.in_dll(handle, "blas_server_avail").value != 0
+        except (OSError, ValueError):
+            return -1
+    return running
 
 
-class LimitedHere(Dataset):
-    """Each sample: whether the worker that made it called threadpool_limits itself, and its
-    BLAS threads."""
+class ThreadedMatmul(Dataset):
+    """Each sample, after a matmul large enough for OpenBLAS to split across its pool: how many
+    OpenBLAS pools are up in the worker that made it, and its BLAS threads."""
 
     def __len__(self) -> int:
         return 8
 
     def __getitem__(self, index: int) -> np.ndarray:
-        return np.array([os.getpid() in LIMITED_IN, blas_threads()])
+        square = np.ones((256, 256))
+        square @ square
+        return np.array([openblas_pools_running(), blas_threads()])
 
 
-def test_forked_workers_are_born_capped_and_the_main_process_gets_its_counts_back(monkeypatch, no_leaks):
-    """Capping OpenBLAS inside a forked worker restarts its pool (a thread that spins 0.1 s,
-    per library): forked workers must inherit the cap instead. The main process's counts come
-    back with the first batch, also when two loaders start before either hands one out."""
-    limits = threadpoolctl.threadpool_limits
-
-    def spy(*args, **kwargs):
-        LIMITED_IN.append(os.getpid())
-        return limits(*args, **kwargs)
-
-    monkeypatch.setattr(threadpoolctl, "threadpool_limits", spy)
-    first, second = LimitedHere(), Pools()
+def test_forked_workers_cap_openblas_without_restarting_its_pool(monkeypatch, no_leaks):
+    """OpenBLAS shuts its pool down before a fork and its setter starts it again, even to lower
+    the count: a thread per core in every worker, each spinning 0.1 s. The count written
+    directly leaves the pool down: the workers run BLAS in their own thread."""
+    if openblas_pools_running() < 0:
+        pytest.skip("this OpenBLAS does not export blas_server_avail, so its pool cannot be seen")
+    dataset = ThreadedMatmul()
     with two_threads_everywhere(monkeypatch):
-        a = iter(DataLoader(first, SequentialSampler(first, batch_size=2), num_workers=2,
-                            multiprocessing_context="fork"))
-        b = iter(DataLoader(second, SequentialSampler(second, batch_size=2), num_workers=2,
-                            multiprocessing_context="fork"))
-        seen = [next(a)]
-        next(b)
-        assert blas_threads() == 2  # while both epochs go on
-        seen += list(a)
-        list(b)
-        assert blas_threads() == 2
-    assert os.getpid() in LIMITED_IN  # the main process capped them, around the fork
-    seen = np.concatenate(seen)
-    assert (seen[:, 0] == 0).all(), "a forked worker capped BLAS itself"
+        (np.ones((256, 256)) @ np.ones((256, 256)))  # the parent's pool runs
+        assert openblas_pools_running() > 0
+        seen = np.concatenate(list(DataLoader(dataset, SequentialSampler(dataset, batch_size=2),
+                                              num_workers=2, multiprocessing_context="fork")))
+    assert (seen[:, 1] == 1).all()
+    assert (seen[:, 0] == 0).all(), "a worker restarted an OpenBLAS pool"
+
+
+def test_openblas_without_its_count_exported_is_capped_through_its_setter(monkeypatch, no_leaks):
+    monkeypatch.setattr(native_threads, "_lower_openblas_count", lambda library: False)
+    with two_threads_everywhere(monkeypatch):
+        seen = pools_seen(multiprocessing_context="fork")
     assert (seen[:, 1] == 1).all()
 
 
-@pytest.mark.parametrize("order", ["first-first", "last-first"])
-def test_caps_taken_together_give_the_counts_back_once_all_are_released(order, monkeypatch):
+def test_the_main_process_never_touches_its_own_pools(start_method, monkeypatch, no_leaks):
+    """Capping (or scanning) the main process's pools around a fork and giving them back
+    restarted its OpenBLAS pool at every epoch start: 0.1 s of a spinning thread per core."""
+    scanned_in_main = []
+    scan = threadpoolctl.ThreadpoolController.__init__
+    main = os.getpid()
+
+    def spy(self, *args, **kwargs):
+        if os.getpid() == main:
+            scanned_in_main.append(True)
+        scan(self, *args, **kwargs)
+
+    dataset = ThreadedMatmul()
     with two_threads_everywhere(monkeypatch):
-        first, second = cap_for_fork(), cap_for_fork()
-        assert blas_threads() == 1
-        for restore in (first, second) if order == "first-first" else (second, first):
-            assert blas_threads() == 1  # another cap is still held
-            restore()
-            restore()  # a second call does nothing
+        monkeypatch.setattr(threadpoolctl.ThreadpoolController, "__init__", spy)
+        loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers=2,
+                            multiprocessing_context=start_method)
+        seen = np.concatenate(list(loader))
+        monkeypatch.setattr(threadpoolctl.ThreadpoolController, "__init__", scan)
         assert blas_threads() == 2
+    assert not scanned_in_main
+    assert (seen[:, 1] == 1).all()
 
 
 def test_worker_init_fn_may_raise_a_count_again(monkeypatch, no_leaks):

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataloader._workers import pool
 
 TOOLS = str(Path(__file__).resolve().parents[2] / "tools")
 sys.path.insert(0, TOOLS)
@@ -75,11 +74,7 @@ def test_a_run_of_some_loaders_measures_only_those(no_leaks, capsys):
     assert float(rows[1][3]) > 0, "ours has no ratio to the plain loop"
 
 
-def test_a_training_steps_cpu_is_left_out_of_the_main_process_figure(no_leaks, tmp_path, capsys, monkeypatch):
-    # Giving the main process its BLAS threads back after the first batch restarts OpenBLAS's
-    # pools (0.1 s of a spinning thread each, see _workers/native_threads.py): a one-time cost
-    # that a 0.2 s run cannot amortise, and not what this test is about.
-    monkeypatch.setattr(pool, "cap_for_fork", lambda: (lambda: None))
+def test_a_training_steps_cpu_is_left_out_of_the_main_process_figure(no_leaks, tmp_path, capsys):
     out = tmp_path / "floor.json"
     assert bench_floor.main(["--quick", "--seconds", "0.2", "--workloads", "tiny", "--loaders", "no-loader,ours",
                              "--step-us", "3000", "--json", str(out)]) == 0
