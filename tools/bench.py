@@ -22,11 +22,10 @@ one that holds it) and ``monitor`` (``DATALOADER_MONITOR=1`` against the default
 compare the loaders (no ideal) on transforms whose library runs its own thread pool:
 ``matmul`` (NumPy, BLAS) and ``torchconv`` (a PyTorch convolution), num_workers 2. All nine
 run by default (cv2 where OpenCV is importable, torchconv where torch is): ~6.5 minutes on 2
-quiet cores. The method and
-a full run are in docs/performance.md; the modules beside this one hold the parts:
-``_bench_workloads`` (datasets), ``_bench_loaders`` (the ways of making batches),
-``_bench_measure`` (one run), ``_bench_schedule`` (all runs), ``_bench_summary`` (rows and
-targets), ``_bench_report`` (text) and ``_bench_plot`` (``--plot``).
+quiet cores. The method and a full run are in docs/performance.md; the modules beside this
+one hold the parts: ``_bench_workloads`` (datasets), ``_bench_loaders`` (the ways of making
+batches), ``_bench_measure`` (one run), ``_bench_schedule`` (all runs), ``_bench_summary``
+(rows and targets), ``_bench_report`` (text) and ``_bench_plot`` (``--plot``).
 
 Usage: ``python tools/bench.py [--quick] [--reps N] [--workloads tiny,images,...]
 [--workers 0,2] [--seconds S] [--no-torch] [--json out.json] [--plot out.png] [-v]``. From
