@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-
 TOOLS = str(Path(__file__).resolve().parents[2] / "tools")
 sys.path.insert(0, TOOLS)
 try:
