@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from typing import Any, Iterable, Sequence
 
@@ -51,33 +52,87 @@ CudaTransform = BatchTransform
 
 
 def split_batch_transforms(transform: Any) -> tuple[Any, list]:
-    """(the per-sample part, the trailing batch transforms) of a loader's ``transform``."""
+    """(the per-sample part, the trailing batch transforms) of a loader's ``transform``.
+
+    Batch transforms that end a :class:`Compose` (of any kind, or a Compose
+    nested last in one) are lifted out; the rest is rebuilt with
+    :meth:`Compose.with_transforms`, so it keeps the Compose's kind and settings.
+    """
     if isinstance(transform, BatchTransform):
         return PseudoTransform(), [transform]
+    part, lifted = _split(transform, "")
+    return (transform.with_transforms([]) if part is None else part), lifted
+
+
+def _split(transform: Any, where: str) -> tuple[Any, list]:
+    """Like :func:`split_batch_transforms` for the transform at path ``where`` ("" for the
+    loader's own); a part of None means all of it was lifted."""
+    if isinstance(transform, BatchTransform):
+        return None, [transform]
     if not isinstance(transform, Compose):
         return transform, []
-    children = transform.transforms
-    cut = len(children)
-    while cut and isinstance(children[cut - 1], BatchTransform):
-        cut -= 1
-    for position, child in enumerate(children[:cut]):
-        if isinstance(child, BatchTransform):
+    found = [_first_batch(child, _child(where, p)) for p, child in enumerate(transform.transforms)]
+    for position, path in enumerate(found):
+        if path is not None:
+            transform._check_batch_child(position, path)
+    kept, lifted = list(transform.transforms), []
+    while kept:
+        part, tail = _split(kept[-1], _child(where, len(kept) - 1))
+        lifted[:0] = tail
+        if part is not None:
+            kept[-1] = part
+            break
+        kept.pop()
+    for path in found[: len(kept) - 1] if kept else ():
+        if path is not None:
             raise ArgumentValueError(
-                f"transforms[{position}] is a BatchTransform followed by per-sample transforms; "
+                f"{path} is a BatchTransform followed by per-sample transforms; "
                 "batch transforms run after collation, so they must come last in the Compose."
             )
-    if cut == len(children):
+    if not lifted:
         return transform, []
-    return Compose(children[:cut]), list(children[cut:])
+    return (transform.with_transforms(kept) if kept else None), lifted
+
+
+def _first_batch(transform: Any, where: str) -> str | None:
+    """The path of the first BatchTransform in ``transform`` (nested Composes too), or None."""
+    if isinstance(transform, BatchTransform):
+        return where
+    if isinstance(transform, Compose):
+        for position, child in enumerate(transform.transforms):
+            found = _first_batch(child, _child(where, position))
+            if found is not None:
+                return found
+    return None
+
+
+def _child(where: str, position: int) -> str:
+    """The path of a Compose's child, e.g. ``transforms[2].transforms[0]``."""
+    return f"{where}.transforms[{position}]" if where else f"transforms[{position}]"
 
 
 class Compose(Transform):
-    """Applies ``transforms`` in order."""
+    """Applies ``transforms`` in order.
+
+    Subclasses (``dataloader.transform.vision.Compose``) add settings;
+    :meth:`with_transforms` keeps them.
+    """
 
     def __init__(self, transforms: Iterable[Transform] = ()) -> None:
-        self.transforms = list(transforms)
-        for position, transform in enumerate(self.transforms):
-            check_has_apply(f"transforms[{position}]", transform, "Transform")
+        self.transforms = _checked_children(transforms)
+
+    def with_transforms(self, transforms: Iterable[Any]) -> Compose:
+        """A copy of this Compose, with the same settings, that applies ``transforms`` instead."""
+        clone = copy.copy(self)
+        clone.transforms = _checked_children(transforms)
+        return clone
+
+    def _check_batch_child(self, position: int, path: str) -> None:
+        """Raise if this Compose's settings forbid lifting batch transforms out of it.
+
+        Called for each child that holds a BatchTransform (the first one at
+        ``path``, such as ``transforms[2]``); the base Compose allows it everywhere.
+        """
 
     def apply(self, input: Any) -> Any:
         for transform in self.transforms:
@@ -93,3 +148,10 @@ class Compose(Transform):
             else:
                 samples = list(apply_batch(samples))
         return samples
+
+
+def _checked_children(transforms: Iterable[Any]) -> list:
+    children = list(transforms)
+    for position, transform in enumerate(children):
+        check_has_apply(f"transforms[{position}]", transform, "Transform")
+    return children

@@ -1,4 +1,10 @@
-"""``Compose`` for vision transforms: a sample layout shared by its children."""
+"""``Compose`` for vision transforms: a sample layout shared by its children.
+
+It is a :class:`dataloader.transform.Compose` (so whatever handles a Compose,
+such as the loader lifting out trailing batch transforms, handles this one)
+and a :class:`VisionTransform` (so a containing vision Compose hands it its
+``order``).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,15 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..._validate import check_bool, check_has_apply
+from ..._validate import check_bool
 from ...errors import ArgumentTypeError, ArgumentValueError
 from ...rng import batch_rng
+from .._base import Compose as BaseCompose
 from ._args import is_int, is_sequence
 from ._base import VisionTransform
 
 
-class Compose(VisionTransform):
+class Compose(BaseCompose, VisionTransform):
     """Apply ``transforms`` one after another.
 
     Args:
@@ -30,6 +37,10 @@ class Compose(VisionTransform):
             changed. When no Compose on the way gives one, each child uses its own.
 
     Output: whatever the last transform returns.
+
+    Trailing :class:`~dataloader.transform.BatchTransform` children are lifted
+    out by the loader, as from the base ``Compose``; the per-sample rest keeps
+    ``batch_compose``, ``shuffle_indices`` and ``order``.
     """
 
     def __init__(
@@ -40,10 +51,8 @@ class Compose(VisionTransform):
         *,
         order: Sequence[str] | None = None,
     ) -> None:
-        super().__init__(order)
-        self.transforms = list(transforms)
-        for position, transform in enumerate(self.transforms):
-            check_has_apply(f"transforms[{position}]", transform, "Transform")
+        VisionTransform.__init__(self, order)
+        BaseCompose.__init__(self, transforms)
         self.batch_compose = check_bool("batch_compose", batch_compose)
         if batch_compose and shuffle_indices is not None:
             raise ArgumentValueError(
@@ -55,6 +64,31 @@ class Compose(VisionTransform):
         self._given_order = None if order is None else self.order
         if self._given_order is not None:
             self._check_children(self._given_order)
+
+    def with_transforms(self, transforms: Iterable[Any]) -> Compose:
+        """A copy with the same ``batch_compose``, ``shuffle_indices`` and ``order``."""
+        transforms = list(transforms)
+        for group in self.shuffle_indices or ():
+            if any(position >= len(transforms) for position in group):
+                raise ArgumentValueError(
+                    f"`shuffle_indices` group {tuple(p + 1 for p in group)} refers to position "
+                    f"{max(group) + 1}, but the new Compose has {len(transforms)} transforms; "
+                    "build a new Compose with groups that fit."
+                )
+        clone = super().with_transforms(transforms)
+        if self._given_order is not None:
+            clone._check_children(self._given_order)
+        return clone
+
+    def _check_batch_child(self, position: int, path: str) -> None:
+        for group in self.shuffle_indices or ():
+            if position in group:
+                raise ArgumentValueError(
+                    f"{path} is a BatchTransform in the `shuffle_indices` group "
+                    f"{tuple(p + 1 for p in group)}; a shuffled transform changes place among the "
+                    "per-sample transforms from sample to sample, but batch transforms run after "
+                    "collation. Take it out of the group and put it last in the Compose."
+                )
 
     def _check_children(self, order: tuple[str, ...]) -> None:
         for transform in self.transforms:

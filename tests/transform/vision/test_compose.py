@@ -2,8 +2,10 @@ import numpy as np
 import pytest
 
 import dataloader.transform.vision as V
+from dataloader import ArrayDataset, DataLoader
 from dataloader.errors import ArgumentTypeError, ArgumentValueError
-from dataloader.transform import PseudoTransform, Transform
+from dataloader.transform import BatchTransform, Compose, PseudoTransform, Transform
+from dataloader.transform._base import split_batch_transforms
 
 from ._support import noise_image, run, same, seeded
 
@@ -116,3 +118,70 @@ def test_apply_batch_without_batch_compose_matches_apply():
 def test_compose_argument_errors(kwargs, error, pattern):
     with pytest.raises(error, match=pattern):
         V.Compose(**kwargs)
+
+
+# The vision Compose is a base Compose: the loader lifts its trailing batch transforms too.
+
+
+class Lift(BatchTransform):
+    def apply(self, batch):
+        return batch
+
+
+def test_vision_compose_is_a_compose_and_a_vision_transform():
+    transform = V.Compose([V.Pad(1)])
+    assert isinstance(transform, Compose) and isinstance(transform, V.VisionTransform)
+
+
+def test_split_keeps_the_settings_of_the_per_sample_part():
+    pad, flip, lift = V.Pad(1), V.RandomHorizontalFlip(), Lift()
+    transform = V.Compose([pad, flip, lift], shuffle_indices=[(1, 2)], order=IM)
+    part, lifted = split_batch_transforms(transform)
+    assert lifted == [lift]
+    assert type(part) is V.Compose and part.transforms == [pad, flip]
+    assert part.order == IM and part.shuffle_indices == transform.shuffle_indices
+    assert transform.transforms == [pad, flip, lift]  # the original is left alone
+    part, _ = split_batch_transforms(V.Compose([pad, lift], batch_compose=True))
+    assert part.batch_compose and part.order == ("image",) and part._given_order is None
+
+
+def test_split_of_a_nested_vision_compose_keeps_the_inner_order():
+    flip, lift = V.RandomHorizontalFlip(1.0), Lift()
+    part, lifted = split_batch_transforms(Compose([V.Pad(1), V.Compose([flip, lift], order=IM)]))
+    assert lifted == [lift] and type(part) is Compose
+    inner = part.transforms[1]
+    assert type(inner) is V.Compose and inner.transforms == [flip] and inner.order == IM
+    image, mask = image_and_mask()
+    out_image, out_mask = run(part, (image, mask))
+    assert np.array_equal(out_mask, mask[:, ::-1])  # the base Compose pads only the image
+
+
+@pytest.mark.parametrize(
+    "make, pattern",
+    [
+        (lambda: V.Compose([Lift(), V.Pad(1)]), r"transforms\[0\] is a BatchTransform followed by"),
+        (lambda: V.Compose([V.Compose([V.Pad(1), Lift()]), V.Pad(1)]),
+         r"transforms\[0\]\.transforms\[1\] is a BatchTransform followed by"),
+        (lambda: V.Compose([V.Pad(1), V.Pad(1), Lift()], shuffle_indices=[(2, 3)]),
+         r"transforms\[2\] is a BatchTransform in the `shuffle_indices` group \(2, 3\)"),
+        (lambda: V.Compose([V.Pad(1), Lift()], shuffle_indices=[(2,)]),
+         r"transforms\[1\] is a BatchTransform in the `shuffle_indices` group \(2,\)"),
+        (lambda: V.Compose([V.Pad(1), V.Compose([V.Pad(1), Lift()])], shuffle_indices=[(1, 2)]),
+         r"transforms\[1\]\.transforms\[1\] is a BatchTransform in the `shuffle_indices` "
+         r"group \(1, 2\)"),
+        (lambda: V.Compose([Lift(), V.Pad(1)], shuffle_indices=[(1, 2)]),
+         r"transforms\[0\] is a BatchTransform in the `shuffle_indices` group"),
+    ],
+)
+def test_misplaced_batch_transforms_are_errors_at_loader_construction(make, pattern):
+    with pytest.raises(ArgumentValueError, match=pattern):
+        DataLoader(ArrayDataset(np.zeros((4, 2, 2, 1), np.uint8)), transform=make())
+
+
+def test_with_transforms_rejects_groups_that_no_longer_fit():
+    pads = [V.Pad(1), V.Pad(2), V.Pad(3)]
+    transform = V.Compose(pads, shuffle_indices=[(1, 3)])
+    message = r"group \(1, 3\) refers to position 3, but the new Compose has 2"
+    with pytest.raises(ArgumentValueError, match=message):
+        transform.with_transforms(pads[:2])
+    assert transform.with_transforms(pads[::-1]).transforms == pads[::-1]
