@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from ._stages.task import BatchTask
 from ._validate import check_positive_int
 from .dataset import StreamDataset
 from .errors import ArgumentTypeError, ArgumentValueError
@@ -44,21 +43,3 @@ class CallableSource(StreamDataset):
                 f"`chunk_size` must divide the batch size; got chunk_size={self.chunk_size} for "
                 f"batch_size={batch_size}. Pick a divisor of {batch_size}."
             )
-
-    def tasks(self, batch_size: int, epoch: int) -> Iterator[BatchTask]:
-        """Tasks forever: one per batch of samples, or one per chunk of jobs."""
-        index = 0
-        batch = 0
-        while True:
-            items = list(self.data_source(batch_size))
-            if not items or not all(callable(item) for item in items):
-                yield BatchTask(epoch, index, samples=items)
-                index += 1
-                continue
-            size = self.chunk_size or len(items)
-            starts = range(0, len(items), size)
-            for part, start in enumerate(starts):
-                jobs = items[start : start + size]
-                yield BatchTask(epoch, index, jobs=jobs, chunk=(batch, len(starts), part))
-                index += 1
-            batch += 1

@@ -9,13 +9,9 @@ the calling thread only, so augmentations are the same for any
 
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-from typing import Iterator
-
 import numpy as np
 
-_local = threading.local()
+from ._local import current_batch_rng
 
 
 def batch_rng() -> np.random.Generator:
@@ -25,20 +21,8 @@ def batch_rng() -> np.random.Generator:
     ``numpy.random`` state, so ``np.random.seed(n)`` makes direct calls to a
     transform reproducible too.
     """
-    rng = getattr(_local, "rng", None)
+    rng = current_batch_rng()
     if rng is not None:
-        if isinstance(rng, int):  # seeded lazily: most transforms never ask
-            rng = _local.rng = np.random.default_rng(rng)
         return rng
     return np.random.default_rng(np.random.randint(0, 2**32, size=4, dtype=np.uint64))
 
-
-@contextmanager
-def _using(rng: np.random.Generator | int) -> Iterator[None]:
-    """Make ``rng`` (or a generator seeded with it) this thread's batch generator in the block."""
-    previous = getattr(_local, "rng", None)
-    _local.rng = rng
-    try:
-        yield
-    finally:
-        _local.rng = previous

@@ -7,9 +7,10 @@ itself when ``parallel_stream=True``.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
+
+from ._local import current_worker_info
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,6 @@ class WorkerInfo:
         return self.num_workers
 
 
-_local = threading.local()
-
-
 def get_worker_info() -> WorkerInfo | None:
     """The :class:`WorkerInfo` of the calling worker, or ``None`` in the main process."""
-    return getattr(_local, "info", None)
-
-
-def _set_worker_info(info: WorkerInfo | None) -> None:
-    """Install ``info`` for the calling thread (called by the worker loop only)."""
-    _local.info = info
+    return current_worker_info()

@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from dataloader import WorkerInfo, get_worker_info
-from dataloader.worker import _set_worker_info
+from dataloader._local import set_worker_info
 
 
 def test_main_process_has_no_worker_info():
@@ -22,7 +22,7 @@ def test_worker_info_is_per_thread():
     seen = {}
 
     def worker():
-        _set_worker_info(WorkerInfo(0, 1, 0, None))
+        set_worker_info(WorkerInfo(0, 1, 0, None))
         seen["thread"] = get_worker_info()
 
     thread = threading.Thread(target=worker)

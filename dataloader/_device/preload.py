@@ -8,20 +8,20 @@ consumer's thread. Without preload the pipeline converts inline instead
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
 
-from time import perf_counter
-
-from ..buffer import BufferedIterator
+from .._stages.buffering import BufferedIterator
+from .._stages.stage import Stage
 from ..monitor import Recorder
 from .adapters import Adapter
 
 
-class Preload:
+class Preload(Stage):
     """An iterator over ``upstream``'s batches, converted by ``adapter`` ahead of time."""
 
     def __init__(self, upstream: Any, adapter: Adapter, depth: int, recorder: Recorder | None = None) -> None:
-        self.upstream = upstream
+        super().__init__(upstream)
         self._adapter = adapter
         self._recorder = recorder
         self._buffer = BufferedIterator(
@@ -31,9 +31,6 @@ class Preload:
             on_stuck=upstream.close,
             name="dataloader-preload",
         )
-
-    def __iter__(self) -> "Preload":
-        return self
 
     def __next__(self) -> Any:
         return self._adapter.ready(next(self._buffer))
@@ -45,31 +42,5 @@ class Preload:
             self._recorder.preloaded(start, perf_counter())
         return batch
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self._buffer.close()
-        self.upstream.close()
-
-
-class Buffered:
-    """Buffered mode: ``upstream`` runs ``size`` batches ahead in a background thread.
-
-    With ``on_request``, the thread works ahead only inside
-    :meth:`allow_buffering` blocks and otherwise makes just the batch asked for.
-    """
-
-    def __init__(self, upstream: Any, size: int, on_request: bool) -> None:
-        self.upstream = upstream
-        self._buffer = BufferedIterator(
-            upstream, buffer_size=size, on_stuck=upstream.close, name="dataloader-buffer", gated=on_request
-        )
-        self.allow_buffering = self._buffer.allow_buffering
-
-    def __iter__(self) -> "Buffered":
-        return self
-
-    def __next__(self) -> Any:
-        return next(self._buffer)
-
-    def close(self) -> None:
-        self._buffer.close()
-        self.upstream.close()

@@ -2,35 +2,34 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from time import perf_counter
 from typing import Any, Iterator
 
+from .._stages.stage import Stage
 from ..monitor import Recorder, Stats
 
 
-class LoaderIterator:
+class LoaderIterator(Stage):
     """One epoch of batches.
 
     ``close()`` (or leaving a ``with`` block, or garbage collection) stops the
     epoch's workers and threads and frees its shared memory; it is idempotent.
+    ``buffer`` is the epoch's buffer stage, if any, for :meth:`allow_buffering`.
     """
 
-    def __init__(self, executor: Any, length: int | None, recorder: Recorder | None = None) -> None:
-        self._executor = executor
+    def __init__(self, stages: Any, length: int | None, recorder: Recorder | None = None, buffer: Any = None) -> None:
+        super().__init__(stages)
         self._length = length
-        self._closed = False
+        self._buffer = buffer
         self.recorder = recorder or Recorder(0)
 
-    def __iter__(self) -> "LoaderIterator":
-        return self
-
     def __next__(self) -> Any:
-        if self._closed:
+        if self.closed:
             raise StopIteration
         start = perf_counter()
         try:
-            batch = next(self._executor)
+            batch = next(self.upstream)
             self.recorder.waited(start, perf_counter())
             return batch
         except BaseException:  # the end of the epoch (StopIteration) or any failure
@@ -44,11 +43,10 @@ class LoaderIterator:
 
     def close(self) -> None:
         """Stop this epoch and release what it holds."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
         try:
-            self._executor.close()
+            super().close()
         finally:
             self.recorder.finish()
 
@@ -59,13 +57,7 @@ class LoaderIterator:
         Use it around a step that releases the GIL (a native call, a GPU
         kernel) so that buffering happens while the step cannot use the CPU.
         """
-        stage = self._executor
-        while stage is not None and not hasattr(stage, "allow_buffering"):
-            stage = getattr(stage, "upstream", None)
-        if stage is None:
-            yield
-            return
-        with stage.allow_buffering():
+        with self._buffer.allow_buffering() if self._buffer is not None else nullcontext():
             yield
 
     def stats(self) -> Stats:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, NamedTuple
 
-from ..rng import _using
+from .._local import using_batch_rng
 from .seeding import batch_seed, seed_all, seeded_then_restored
 from .task import BatchTask, Chunk
 
@@ -65,16 +65,17 @@ class BatchMaker:
     restore_random_state: bool = False
     # False in thread workers: global random state is shared by every thread.
     seed_globals: bool = True
-    # The stage running now, named in a worker's error message.
+    # The stage running now, named in a worker's error message. Read it from outside; only
+    # the maker writes it (mark_stage names the stages around a batch).
     stage: str = "fetch"
-    # When the stages of the last batch began and ended (for the monitor).
+    # When the stages of the last batch began and ended (for the monitor); read-only outside.
     timings: "StageTimes | None" = None
 
     def __call__(self, task: BatchTask) -> Any:
         if self.seed is None:
             return self._make(task)
         seed = batch_seed(self.seed, task.epoch, task.index)
-        with _using(seed):
+        with using_batch_rng(seed):
             if not self.seed_globals:
                 return self._make(task)
             if self.restore_random_state:
@@ -82,6 +83,18 @@ class BatchMaker:
                     return self._make(task)
             seed_all(seed)
             return self._make(task)
+
+    def make_read(self, task: BatchTask, samples: list, started: float) -> Any:
+        """``task``'s batch from ``samples`` read elsewhere (a worker's own stream shard) since
+        ``started``, a ``perf_counter`` time: the reading counts as the fetch stage."""
+        batch = self(BatchTask(task.epoch, task.index, samples=samples))
+        self.timings = self.timings._replace(start=started)
+        return batch
+
+    def mark_stage(self, stage: str) -> None:
+        """Name the stage running now outside of making a batch, for error messages: ``"fetch"``
+        while a worker reads samples for :meth:`make_read`, ``"transport"`` after a batch is made."""
+        self.stage = stage
 
     def _make(self, task: BatchTask) -> Any:
         start = perf_counter()

@@ -1,9 +1,10 @@
-"""Iterate anything in a background thread: :class:`ThreadBuffer`, :func:`buffer_iterator`.
+"""Running upstream ahead in a background thread: :class:`BufferedIterator`, :class:`Buffered`.
 
 The thread runs ahead of the consumer by ``buffer_size`` items. Producer and
 consumer block on one condition variable (no polling); stopping always joins
 the thread, and an exception in the source reaches the consumer with its
-traceback. ``repeats`` hands each item out that many times (data echoing).
+traceback. The loader's buffer and preload stages, the stream timeout and the
+public :class:`~dataloader.ThreadBuffer` are all built on it.
 """
 
 from __future__ import annotations
@@ -14,15 +15,11 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
-from ._validate import check_non_negative_number, check_positive_int
-from .errors import LoaderTimeoutError
+from .._failure import Failure
+from ..errors import LoaderTimeoutError
+from .stage import Stage
 
 _END = object()
-
-
-class _Failure:
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
 
 
 class BufferedIterator:
@@ -39,7 +36,6 @@ class BufferedIterator:
         source: Iterable,
         buffer_size: int = 1,
         timeout: float | None = None,
-        repeats: int = 1,
         convert: Callable[[Any], Any] | None = None,
         on_stuck: Callable[[], None] | None = None,
         name: str = "dataloader-buffer",
@@ -50,7 +46,6 @@ class BufferedIterator:
         self._size = buffer_size
         self._timeout = timeout
         self._timeout_message = timeout_message
-        self._repeats = repeats
         self._convert = convert
         self._on_stuck = on_stuck
         self._items: collections.deque = collections.deque()
@@ -61,8 +56,6 @@ class BufferedIterator:
         self._gated = gated
         self._allowed = 0
         self._demand = 0
-        self._current: Any = _END
-        self._left = 0
         self._thread = threading.Thread(target=self._produce, name=name, daemon=True)
         self._thread.start()
 
@@ -77,7 +70,7 @@ class BufferedIterator:
                     return
             self._put(_END)
         except BaseException as error:  # handed to the consumer, which re-raises it
-            self._put(_Failure(error))
+            self._put(Failure(error))
 
     def _may_produce(self) -> bool:
         """Block until the next item may be made (room in the buffer, and allowed or asked for)."""
@@ -113,17 +106,13 @@ class BufferedIterator:
         return self
 
     def __next__(self) -> Any:
-        if self._left > 0:
-            self._left -= 1
-            return self._current
         item = self._get()
         if item is _END:
             with self._condition:
                 self._items.appendleft(_END)  # later calls end too
             raise StopIteration
-        if isinstance(item, _Failure):
+        if isinstance(item, Failure):
             raise item.error
-        self._current, self._left = item, self._repeats - 1
         return item
 
     def _get(self) -> Any:
@@ -149,7 +138,6 @@ class BufferedIterator:
         with self._condition:
             self._stopped = True
             self._items.clear()
-            self._current = None
             self._condition.notify_all()
         self._thread.join(0.2)
         if self._thread.is_alive() and self._on_stuck is not None:
@@ -166,29 +154,22 @@ class BufferedIterator:
                 pass
 
 
-class ThreadBuffer:
-    """Iterating it iterates ``source`` in a background thread, ``buffer_size`` items ahead.
+class Buffered(Stage):
+    """The loader's buffer stage: ``upstream`` runs ``size`` batches ahead in a background thread.
 
-    Each ``iter()`` starts a new pass (and thread). MONAI's ``ThreadBuffer``
-    under the same name; ``timeout`` None waits forever.
+    With ``on_request``, the thread works ahead only inside
+    :meth:`allow_buffering` blocks and otherwise makes just the batch asked for.
     """
 
-    def __init__(self, source: Iterable, buffer_size: int = 1, timeout: float | None = None, repeats: int = 1) -> None:
-        self.source = source
-        self.buffer_size = check_positive_int("buffer_size", buffer_size)
-        self.timeout = None if timeout is None else check_non_negative_number("timeout", timeout)
-        self.repeats = check_positive_int("repeats", repeats)
+    def __init__(self, upstream: Any, size: int, on_request: bool) -> None:
+        super().__init__(upstream)
+        self._buffer = BufferedIterator(
+            upstream, buffer_size=size, on_stuck=upstream.close, name="dataloader-buffer", gated=on_request
+        )
+        self.allow_buffering = self._buffer.allow_buffering
 
-    def __iter__(self) -> BufferedIterator:
-        return BufferedIterator(self.source, self.buffer_size, self.timeout, self.repeats)
+    def __next__(self) -> Any:
+        return next(self._buffer)
 
-
-def buffer_iterator(
-    source: Iterable, buffer_size: int = 1, timeout: float | None = None, repeats: int = 1
-) -> Iterator:
-    """A generator over ``source`` buffered in a background thread; closing it joins the thread."""
-    iterator = iter(ThreadBuffer(source, buffer_size, timeout, repeats))
-    try:
-        yield from iterator
-    finally:
-        iterator.close()
+    def _release(self) -> None:
+        self._buffer.close()

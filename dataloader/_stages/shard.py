@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
-from typing import Any
+from typing import Any, Iterator
 
-from ..errors import DataLoaderError
+from .source import batches_of, restarting
 
 
 class ShardReader:
@@ -19,29 +18,20 @@ class ShardReader:
     def __init__(self, dataset: Any, batch_size: int, restart: bool = False) -> None:
         self._dataset = dataset
         self._size = batch_size
-        self._restart = restart
         self._epoch: int | None = None
-        self._stream: Any = None
+        self._batches: Iterator[list] | None = None
+        if restart:
+            self._batches = restarting(
+                self._open,
+                "the stream yielded no sample right after being restarted; fixed-size epochs "
+                "(epoch_size) need a stream that is not empty.",
+            )
+        self._restart = restart
+
+    def _open(self) -> Iterator[list]:
+        return batches_of(iter(self._dataset), self._size)
 
     def read(self, epoch: int) -> list | None:
         if not self._restart and epoch != self._epoch:
-            self._epoch, self._stream = epoch, iter(self._dataset)
-        samples = self._take()
-        if not samples and self._restart:
-            samples = self._take()  # the stream had just ended: read the fresh one
-            if not samples:
-                raise DataLoaderError(
-                    "the stream yielded no sample right after being restarted; fixed-size epochs "
-                    "(epoch_size) need a stream that is not empty."
-                )
-        return samples or None
-
-    def _take(self) -> list:
-        if self._stream is None:
-            if not self._restart:
-                return []
-            self._stream = iter(self._dataset)
-        samples = list(itertools.islice(self._stream, self._size))
-        if len(samples) < self._size:
-            self._stream = None  # ended: the next read ends the shard, or restarts it
-        return samples
+            self._epoch, self._batches = epoch, self._open()
+        return next(self._batches, None)  # type: ignore[arg-type]

@@ -1,39 +1,324 @@
-"""Sources: where an epoch's tasks come from (always the main process).
+"""Sources: where an epoch's tasks come from. The only module that knows dataset kinds.
 
-Map and stream datasets differ only here: a map source turns the sampler's
-index lists into tasks; a stream source reads raw samples from the stream and
-groups them into batches, keeping the final short one.
+Every source offers the same small interface (:class:`Source`): the tasks of
+an epoch, their number, the consumer-side stage it needs, ``close()``, and
+state hooks. :func:`build_source` picks one from the dataset and the
+loader's options; executors receive tasks and never ask what is behind them.
+
+==========================  =================================================
+``MapSource``               a map dataset: one task per index list of the sampler
+``StreamSource``            a stream read by the main process, cut into batches
+``WorkerStreamSource``      a stream each worker reads itself (``parallel_stream``)
+``CallableTasks``           a :class:`~dataloader.CallableSource`'s batches or jobs
+``FixedEpochs``             wraps any of them: ``epoch_size`` batches per epoch,
+                            carrying on where the previous epoch stopped
+==========================  =================================================
+
+A new kind of source is one more class here and one more branch in
+:func:`build_source`; nothing else changes.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import itertools
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
-from ..buffer import BufferedIterator
+from ..callable_source import CallableSource
+from ..dataset import StreamDataset
+from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
+from ..sampler import SequentialSampler, StreamSampler
+from .buffering import BufferedIterator
+from .consumer import Reassemble
 from .task import BatchTask
 
-
-def map_tasks(sampler: Any, epoch: int) -> Iterator[BatchTask]:
-    """One task per index list the sampler yields."""
-    for index, indices in enumerate(sampler):
-        yield BatchTask(epoch, index, indices=list(indices))
+T = TypeVar("T")
 
 
-def stream_tasks(stream: Iterator[Any], batch_size: int, epoch: int) -> Iterator[BatchTask]:
-    """Group a stream into tasks of ``batch_size`` raw samples; the last may be shorter."""
-    index = 0
+class Source:
+    """The contract between a dataset kind and the pipeline.
+
+    ``worker_batch_size`` is set when each worker reads its own stream (the
+    pool hands it to the workers, and the tasks carry no payload);
+    ``worker_restart`` when those streams carry on across epochs, so the
+    workers must too.
+    """
+
+    worker_batch_size: int | None = None
+    worker_restart: bool = False
+
+    def tasks(self, epoch: int) -> Iterator[BatchTask]:
+        """The tasks of ``epoch``, numbered from 0; closing the iterator frees what it opened."""
+        raise NotImplementedError
+
+    def length(self) -> int | None:
+        """Batches in one epoch, or None when only reading tells (a stream)."""
+        return None
+
+    def consumer_stages(self, upstream: Any, collator: Any) -> Any:
+        """Wrap the executor in the stages this source's batches need before hand-out."""
+        return upstream
+
+    def close(self) -> None:
+        """Release what lives across epochs (an open stream); idempotent."""
+
+    def state_dict(self) -> dict:
+        """Where this source stands: its kind and its component's own state, if it has one."""
+        state: dict = {"source": type(self).__name__}
+        component_state = getattr(self._component(), "state_dict", None)
+        if component_state is not None:
+            state["component"] = component_state()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned (from a source of the same kind)."""
+        if state.get("source") != type(self).__name__:
+            raise ArgumentValueError(
+                f"the state was saved from a {state.get('source')} source; this loader reads a "
+                f"{type(self).__name__}. Load it into a loader built over the same kind of dataset."
+            )
+        if "component" in state:
+            load = getattr(self._component(), "load_state_dict", None)
+            if load is None:
+                raise ArgumentValueError(
+                    f"the state holds a {type(self._component()).__name__}'s state, but this "
+                    "loader's one has no load_state_dict()."
+                )
+            load(state["component"])
+
+    def _component(self) -> Any:
+        """The user object whose position this source follows (a sampler, a stream)."""
+        return None
+
+
+class MapSource(Source):
+    """A map-style dataset: one task per index list the sampler yields, read lazily."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+
+    def tasks(self, epoch: int) -> Iterator[BatchTask]:
+        for index, indices in enumerate(self.sampler):
+            yield BatchTask(epoch, index, indices=list(indices))
+
+    def length(self) -> int | None:
+        return len(self.sampler)
+
+    def _component(self) -> Any:
+        return self.sampler
+
+
+class StreamSource(Source):
+    """A stream read by the main process: a fresh ``iter(dataset)`` per epoch, cut into batches.
+
+    With a ``timeout`` the stream is read in a helper thread (:func:`timed_stream`).
+    """
+
+    def __init__(self, dataset: Any, batch_size: int, timeout: float = 0) -> None:
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.timeout = timeout
+
+    def tasks(self, epoch: int) -> Iterator[BatchTask]:
+        stream: Any = iter(self.dataset)
+        timed = timed_stream(stream, self.timeout) if self.timeout > 0 else None
+        try:
+            for index, samples in enumerate(batches_of(timed or stream, self.batch_size)):
+                yield BatchTask(epoch, index, samples=samples)
+        finally:
+            if timed is not None:
+                timed.close()  # stops its reader thread
+
+    def _component(self) -> Any:
+        return self.dataset
+
+
+class WorkerStreamSource(Source):
+    """Each worker reads its own copy of the stream; task k asks a worker for its next batch.
+
+    The tasks never end by themselves: the epoch ends when every worker has
+    reported the end of its shard.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int) -> None:
+        self.dataset = dataset
+        self.worker_batch_size = batch_size
+
+    def tasks(self, epoch: int) -> Iterator[BatchTask]:
+        for index in itertools.count():
+            yield BatchTask(epoch, index)
+
+    def _component(self) -> Any:
+        return self.dataset
+
+
+class CallableTasks(Source):
+    """Batches from a :class:`~dataloader.CallableSource`, forever.
+
+    ``data_source(batch_size)`` returns ready samples (one task) or
+    zero-argument jobs; jobs are split into chunks of ``chunk_size`` that the
+    workers run and :class:`~dataloader._stages.consumer.Reassemble` collates
+    back in job order.
+    """
+
+    def __init__(self, source: CallableSource, batch_size: int) -> None:
+        self.source = source
+        self.batch_size = batch_size
+
+    def tasks(self, epoch: int) -> Iterator[BatchTask]:
+        index = itertools.count()
+        for batch in itertools.count():
+            items = list(self.source.data_source(self.batch_size))
+            if not items or not all(callable(item) for item in items):
+                yield BatchTask(epoch, next(index), samples=items)
+                continue
+            size = self.source.chunk_size or len(items)
+            starts = range(0, len(items), size)
+            for part, start in enumerate(starts):
+                jobs = items[start : start + size]
+                yield BatchTask(epoch, next(index), jobs=jobs, chunk=(batch, len(starts), part))
+
+    def consumer_stages(self, upstream: Any, collator: Any) -> Any:
+        return Reassemble(upstream, collator)
+
+    def _component(self) -> Any:
+        return self.source
+
+
+class FixedEpochs(Source):
+    """Exactly ``epoch_size`` batches per epoch from ``inner``, carrying on across epochs.
+
+    The inner source's tasks form one feed that outlives each epoch; when it
+    ends in the middle of an epoch it is opened again (:func:`restarting`) and
+    the epoch is completed from the fresh one. A batch split into chunks counts once.
+    """
+
+    def __init__(self, inner: Source, epoch_size: int) -> None:
+        self.inner = inner
+        self.epoch_size = epoch_size
+        self.worker_batch_size = inner.worker_batch_size
+        # Workers reading their own streams keep them open across epochs, restarting at the end.
+        self.worker_restart = inner.worker_batch_size is not None
+        self._feed: Iterator[BatchTask] | None = None
+
+    def tasks(self, epoch: int) -> Iterator[BatchTask]:
+        if self._feed is None:
+            self._feed = restarting(
+                lambda: self.inner.tasks(epoch),
+                "the dataset or sampler produced no batch; fixed-size epochs (epoch_size) need "
+                "a source that is not empty.",
+            )
+        done = index = 0
+        while done < self.epoch_size:
+            task = next(self._feed, None)
+            if task is None:  # the feed raised last epoch (the error went to the user): start afresh
+                self._feed = None
+                return
+            yield replace(task, epoch=epoch, index=index)
+            index += 1
+            done += task.chunk is None or task.chunk[2] == task.chunk[1] - 1
+
+    def length(self) -> int | None:
+        return self.epoch_size
+
+    def consumer_stages(self, upstream: Any, collator: Any) -> Any:
+        return self.inner.consumer_stages(upstream, collator)
+
+    def close(self) -> None:
+        feed, self._feed = self._feed, None
+        if feed is not None:
+            feed.close()  # type: ignore[attr-defined]
+        self.inner.close()
+
+    def _component(self) -> Any:
+        return self.inner._component()
+
+
+def build_source(dataset: Any, sampler: Any, options: Any) -> Source:
+    """The source for ``dataset`` read with ``sampler`` under the loader's ``options``.
+
+    ``sampler`` must already be checked (:func:`checked_sampler`).
+    """
+    source: Source
+    if isinstance(dataset, CallableSource):
+        dataset.check_batch_size(sampler.batch_size)
+        if options.parallel_stream:
+            raise ArgumentValueError(
+                "a CallableSource is called by the main process; `parallel_stream=True` does not "
+                "apply. Drop parallel_stream."
+            )
+        source = CallableTasks(dataset, sampler.batch_size)
+    elif not is_stream(dataset):
+        source = MapSource(sampler)
+    elif options.parallel_stream and options.num_workers > 0:
+        source = WorkerStreamSource(dataset, sampler.batch_size)
+    else:
+        source = StreamSource(dataset, sampler.batch_size, options.timeout)
+    if options.epoch_size is not None:
+        source = FixedEpochs(source, options.epoch_size)
+    return source
+
+
+def is_stream(dataset: Any) -> bool:
+    """True for a :class:`~dataloader.StreamDataset`, False for a map dataset, else a clear error."""
+    if isinstance(dataset, StreamDataset):
+        return True
+    if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
+        return False
+    raise ArgumentTypeError(
+        f"`dataset` must be a Dataset (with __getitem__ and __len__) or a StreamDataset (with "
+        f"__iter__); got {type(dataset).__name__}. Wrap an iterable in a StreamDataset subclass."
+    )
+
+
+def checked_sampler(dataset: Any, sampler: Any) -> Any:
+    """``sampler``, or the default one, after checking that it suits the dataset's kind."""
+    stream = is_stream(dataset)
+    if sampler is None:
+        return StreamSampler(batch_size=1) if stream else SequentialSampler(dataset)
+    stream_sampler = isinstance(sampler, StreamSampler) or isinstance(
+        getattr(sampler, "sampler", None), StreamSampler
+    )
+    if stream and not stream_sampler:
+        raise ArgumentTypeError(
+            f"a StreamDataset needs a StreamSampler; got {type(sampler).__name__}. "
+            "Use sampler=StreamSampler(batch_size=...)."
+        )
+    if not stream and stream_sampler:
+        raise ArgumentTypeError(
+            "a map-style Dataset needs a map sampler; got StreamSampler. Use "
+            "SequentialSampler(dataset, batch_size=...) or RandomSampler(dataset, batch_size=...)."
+        )
+    if not hasattr(sampler, "__iter__"):
+        raise ArgumentTypeError(
+            f"`sampler` must be iterable (yielding lists of indices); got {type(sampler).__name__}."
+        )
+    return sampler
+
+
+def batches_of(stream: Iterator[T], size: int) -> Iterator[list[T]]:
+    """Cut ``stream`` into lists of ``size``; the last may be shorter, and nothing is read after it."""
     while True:
-        samples = []
-        for sample in stream:
-            samples.append(sample)
-            if len(samples) == batch_size:
-                break
-        if not samples:
+        batch = list(itertools.islice(stream, size))
+        if batch:
+            yield batch
+        if len(batch) < size:
             return
-        yield BatchTask(epoch, index, samples=samples)
-        index += 1
-        if len(samples) < batch_size:
-            return
+
+
+def restarting(open_: Callable[[], Iterable[T]], empty_message: str) -> Iterator[T]:
+    """Everything ``open_()`` yields, opened again each time it ends, forever.
+
+    A fresh pass that yields nothing would loop forever: it raises
+    :class:`~dataloader.errors.DataLoaderError` with ``empty_message`` instead.
+    """
+    while True:
+        produced = False
+        for item in open_():
+            produced = True
+            yield item
+        if not produced:
+            raise DataLoaderError(empty_message)
 
 
 def timed_stream(stream: Iterator[Any], timeout: float) -> BufferedIterator:

@@ -24,6 +24,7 @@ from multiprocessing.reduction import send_handle
 from typing import Any, Callable
 
 from .._alloc import use_allocator
+from .._local import set_worker_info
 from .._stages.batch import BatchMaker
 from .._stages.seeding import seed_all
 from .._stages.shard import ShardReader
@@ -31,7 +32,7 @@ from .._stages.task import BatchTask
 from .._transport.arena import BumpAllocator, Segment, SegmentPool
 from .._transport.codec import LocalBatch, SharedBatch, fits_inline, inline, pack, split
 from .._transport.skeleton import SkeletonNames
-from ..worker import WorkerInfo, _set_worker_info
+from ..worker import WorkerInfo
 from .messages import (
     BatchDone,
     BatchFailed,
@@ -74,7 +75,7 @@ class WorkerBoot:
     restart_stream: bool = False
 
 
-class _Stop(Exception):
+class StopWorker(Exception):
     """The main process asked this worker to stop."""
 
 
@@ -92,11 +93,11 @@ def run_worker(boot: WorkerBoot, conn: Connection, parent_alive: Connection, sta
     # Before worker_init_fn (in start), which may raise a count again.
     capped = use_one_native_thread()
     logger.debug("worker %d: thread pools capped at 1: %s", boot.worker_id, ", ".join(capped) or "none")
-    worker = _Worker(boot, Wire(conn))
+    worker = WorkerLoop(boot, Wire(conn))
     try:
         worker.start()
         worker.serve()
-    except (_Stop, EOFError, BrokenPipeError, ConnectionResetError):
+    except (StopWorker, EOFError, BrokenPipeError, ConnectionResetError):
         pass
     finally:
         worker.pool.close()
@@ -115,7 +116,7 @@ def _exit_when_parent_dies(fd: int) -> None:
     threading.Thread(target=watch, name="dataloader-parent-watch", daemon=True).start()
 
 
-class _Worker:
+class WorkerLoop:
     """The worker's state. ``local``: a thread worker, whose batches are handed over as objects."""
 
     def __init__(self, boot: WorkerBoot, conn: Any, local: bool = False) -> None:
@@ -143,7 +144,7 @@ class _Worker:
 
     def start(self) -> None:
         boot = self.boot
-        _set_worker_info(WorkerInfo(boot.worker_id, boot.num_workers, boot.seed + boot.worker_id, boot.dataset))
+        set_worker_info(WorkerInfo(boot.worker_id, boot.num_workers, boot.seed + boot.worker_id, boot.dataset))
         if not self.local:
             seed_all(boot.seed + boot.worker_id)
         if boot.worker_init_fn is not None:
@@ -151,7 +152,7 @@ class _Worker:
                 boot.worker_init_fn(boot.worker_id)
             except Exception as error:
                 self.conn.send(InitFailed(self._capture(error, None, "worker_init_fn")))
-                raise _Stop from error
+                raise StopWorker from error
         self.conn.send(Started(boot.worker_id, self.pid))
 
     def serve(self) -> None:
@@ -175,7 +176,7 @@ class _Worker:
                 self._give_back(allocator)
                 self.conn.send(StreamEnded(task.epoch, task.index))
                 return
-            self.maker.stage = "transport"
+            self.maker.mark_stage("transport")
             meta, raws = split(batch, self.skeletons)
             del batch
         except Exception as error:
@@ -212,14 +213,12 @@ class _Worker:
     def _make(self, task: BatchTask) -> Any:
         if self.shard is None:
             return self.maker(task)
-        self.maker.stage = "fetch"
+        self.maker.mark_stage("fetch")
         start = time.perf_counter()
         samples = self.shard.read(task.epoch)
         if samples is None:
             return _ENDED
-        batch = self.maker(BatchTask(task.epoch, task.index, samples=samples))
-        self.maker.timings = self.maker.timings._replace(start=start)  # reading the stream is the fetch
-        return batch
+        return self.maker.make_read(task, samples, start)  # reading the stream is the fetch
 
     def _arena(self) -> BumpAllocator | None:
         if not self.expected:
@@ -275,7 +274,7 @@ class _Worker:
                 self._give_back(allocator)
                 return inline(meta, raws)
             if isinstance(work, Shutdown):
-                raise _Stop
+                raise StopWorker
             if work is not None:
                 self.pending.append(work)  # a task waits its turn
             if freed:

@@ -25,16 +25,13 @@ from typing import Any, Iterator
 from ..errors import ArgumentTypeError, WorkerDiedError
 from ..memory import describe_oom, describe_shm
 from .._transport.receiver import Receiver
-from .handle import Handle
+from .handle import STOP_GRACE, Handle
 from .loop import WorkerBoot, run_worker
 from .messages import SegmentCreated, SegmentRetired, Shutdown
 from .native_threads import import_before_fork
 from .wire import Wire
 
 logger = logging.getLogger("dataloader")
-
-# How long a worker may take to stop after being asked before it is killed.
-_STOP_GRACE = 0.5
 
 
 @dataclass(eq=False)
@@ -170,7 +167,7 @@ class WorkerPool:
             except OSError:
                 pass
         self._alive_out.close()  # every worker's watchdog now sees EOF as well
-        deadline = time.monotonic() + _STOP_GRACE
+        deadline = time.monotonic() + STOP_GRACE
         for worker in self.workers:
             worker.process.join(max(0.0, deadline - time.monotonic()))
         for worker in self.workers:

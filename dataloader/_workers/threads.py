@@ -18,14 +18,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from .._local import set_worker_info
 from .._transport.receiver import Receiver
 from ..errors import WorkerDiedError
-from ..worker import _set_worker_info
-from .handle import Handle
-from .loop import WorkerBoot, _Stop, _Worker
+from .handle import STOP_GRACE, Handle
+from .loop import StopWorker, WorkerBoot, WorkerLoop
 from .messages import Shutdown
-
-_STOP_GRACE = 1.0
 
 
 class _Channel:
@@ -166,7 +164,7 @@ class ThreadWorkerPool:
                 worker.conn.send(Shutdown())
             except OSError:
                 pass
-        deadline = time.monotonic() + _STOP_GRACE
+        deadline = time.monotonic() + STOP_GRACE
         for worker in self.workers:
             worker.thread.join(max(0.0, deadline - time.monotonic()))
             worker.shared.finish()
@@ -174,13 +172,13 @@ class ThreadWorkerPool:
 
 
 def _run_thread_worker(boot: WorkerBoot, conn: _End, shared: _Shared) -> None:
-    worker = _Worker(boot, conn, local=True)
+    worker = WorkerLoop(boot, conn, local=True)
     try:
         worker.start()
         worker.serve()
-    except (_Stop, EOFError, OSError):
+    except (StopWorker, EOFError, OSError):
         pass
     finally:
-        _set_worker_info(None)
+        set_worker_info(None)
         os.close(shared.exit_write)
         shared.finish()

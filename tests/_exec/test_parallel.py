@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import mmap
 import os
 import time
+import weakref
 
 import numpy as np
 import pytest
 
-from dataloader import DataLoader, RandomSampler, SequentialSampler, StreamSampler, get_worker_info
+from dataloader import Collator, DataLoader, RandomSampler, SequentialSampler, StreamSampler, get_worker_info
+from dataloader._exec.parallel import ParallelExecutor
+from dataloader._options import LoaderOptions
+from dataloader._stages.task import BatchTask
 from dataloader._transport.arena import TRIM_WINDOW
 from dataloader._transport.codec import INLINE_LIMIT
+from dataloader._workers.loop import WorkerBoot
 from dataloader._workers.pool import WorkerPool
+from dataloader._workers.threads import ThreadWorkerPool
+from dataloader.transform import PseudoTransform
 from tests.harness import assert_parallel_equals_serial, assert_same, assert_same_batches, collect, owned
 
 from ._fixtures import (
@@ -170,7 +178,7 @@ def test_shared_memory_a_burst_of_held_batches_made_is_given_back(no_leaks):
     expected = [owned(next(serial)) for _ in range(6)][5]
     loader = DataLoader(dataset, sampler, num_workers=1, multiprocessing_context="fork")
     with iter(loader) as it:
-        segments = it._executor._pool.receiver._maps  # the worker's segments the main process maps
+        segments = it.upstream._pool.receiver._maps  # the worker's segments the main process maps
         held = [next(it) for _ in range(held_count)]
         burst = len(segments)
         assert burst >= held_count
@@ -384,3 +392,34 @@ def test_worker_init_fn_runs_once_per_worker(no_leaks, tmp_path, start_method, n
     assert len(pids) == num_workers and os.getpid() not in pids
     data_pids = {int(p) for b in batches for p in b["pid"]}
     assert data_pids <= pids, "batches came from processes that were not initialised"
+
+
+# -- the executor's parts ----------------------------------------------------------
+
+
+def test_a_dropped_executor_goes_at_once_with_the_batches_it_holds(no_leaks):
+    """The executor's parts refer to each other without a cycle, so dropping it frees the
+    batches waiting in its reorder buffer at once, not at the next garbage collection."""
+    boots = [
+        WorkerBoot(worker_id=k, num_workers=2, seed=0, dataset=np.arange(16), transform=PseudoTransform(),
+                   collator=Collator(), worker_init_fn=None, shm_budget=0, name="executor-test",
+                   stream_batch_size=None, close_fds=())
+        for k in range(2)
+    ]
+    pool = ThreadWorkerPool(boots)
+    try:
+        tasks = iter([BatchTask(0, k, indices=[2 * k, 2 * k + 1]) for k in range(8)])
+        executor = ParallelExecutor(pool, tasks, 0, LoaderOptions(num_workers=2))
+        assert [next(executor).tolist() for _ in range(3)] == [[0, 1], [2, 3], [4, 5]]
+        # The reorder buffer holds the batches; the waiter is at the far end of the parts.
+        parts = {name: weakref.ref(getattr(executor, name)) for name in ("_reorder", "_waiter")}
+        gc.collect()
+        gc.disable()
+        try:
+            del executor
+            kept = [name for name, part in parts.items() if part() is not None]
+            assert not kept, f"the executor's parts are in a reference cycle: {kept}"
+        finally:
+            gc.enable()
+    finally:
+        pool.shutdown()

@@ -1,3 +1,5 @@
+from time import perf_counter
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,27 @@ def test_batch_rng_is_seeded_per_batch():
     assert len(set(first.tolist())) == 3  # one stream per batch, advancing per sample
     assert np.array_equal(first, maker(BatchTask(0, 2, indices=[5, 6, 7])))
     assert not np.array_equal(first, maker(BatchTask(0, 3, indices=[0, 1, 2])))
+
+
+def test_a_batch_of_samples_read_elsewhere_counts_the_read_as_its_fetch():
+    """A worker reading its own stream shard reads first, then has the maker make the batch."""
+    maker = BatchMaker(None, PseudoTransform(), Collator())
+    maker.mark_stage("fetch")
+    assert maker.stage == "fetch"
+    started = perf_counter()
+    batch = maker.make_read(BatchTask(0, 3), [np.int64(1), np.int64(2)], started)
+    assert batch.tolist() == [1, 2]
+    assert maker.timings.start == started <= maker.timings.fetched
+    assert maker.timings.samples == 2
+    maker.mark_stage("transport")
+    assert maker.stage == "transport"
+
+
+def test_a_batch_of_samples_read_elsewhere_is_seeded_by_its_task():
+    class Noise(Transform):
+        def apply(self, input):
+            return np.random.rand()
+
+    maker = BatchMaker(None, Noise(), Collator(), seed=3)
+    read = maker.make_read(BatchTask(1, 4), [0, 1], perf_counter())
+    assert np.array_equal(read, maker(BatchTask(1, 4, samples=[5, 6])))

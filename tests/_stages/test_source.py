@@ -1,28 +1,44 @@
+import itertools
 import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader._stages.source import timed_stream, map_tasks, stream_tasks
-from dataloader.errors import LoaderTimeoutError
+from dataloader import ArrayDataset, CallableSource, RandomSampler, SequentialSampler, StreamDataset, StreamSampler
+from dataloader._options import LoaderOptions
+from dataloader._stages.consumer import Reassemble
+from dataloader._stages.shard import ShardReader
+from dataloader._stages.source import (
+    CallableTasks,
+    FixedEpochs,
+    MapSource,
+    StreamSource,
+    WorkerStreamSource,
+    batches_of,
+    build_source,
+    checked_sampler,
+    restarting,
+    timed_stream,
+)
+from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError, LoaderTimeoutError
 
 
-def test_map_tasks_number_batches_and_copy_indices():
-    tasks = list(map_tasks([[3, 1], [2]], epoch=4))
+def test_map_source_numbers_batches_and_copies_indices():
+    tasks = list(MapSource([[3, 1], [2]]).tasks(epoch=4))
     assert [(t.epoch, t.index, t.indices, t.samples) for t in tasks] == [(4, 0, [3, 1], None), (4, 1, [2], None)]
 
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 50), batch_size=st.integers(1, 9))
-def test_stream_tasks_group_everything_once_keeping_the_short_tail(n, batch_size):
-    tasks = list(stream_tasks(iter(range(n)), batch_size, epoch=0))
+def test_stream_source_groups_everything_once_keeping_the_short_tail(n, batch_size):
+    tasks = list(StreamSource(range(n), batch_size).tasks(epoch=0))
     assert [s for t in tasks for s in t.samples] == list(range(n))
     assert all(len(t.samples) == batch_size for t in tasks[:-1])
     assert [t.index for t in tasks] == list(range(len(tasks)))
 
 
-def test_stream_tasks_stop_reading_after_a_short_batch():
+def test_batches_of_stops_reading_after_a_short_batch():
     reads = []
 
     def stream():
@@ -30,7 +46,7 @@ def test_stream_tasks_stop_reading_after_a_short_batch():
             reads.append(i)
             yield i
 
-    assert len(list(stream_tasks(stream(), 2, 0))) == 2
+    assert len(list(batches_of(stream(), 2))) == 2
     assert reads == [0, 1, 2]
 
 
@@ -68,3 +84,149 @@ def test_timed_stream_reraises_the_streams_error():
     with pytest.raises(ValueError, match="boom"):
         next(timed)
     timed.close()
+
+
+# -- the source contract and the factory ------------------------------------------------------
+
+
+class Count(StreamDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+
+def _payloads(tasks):
+    return [t.indices if t.indices is not None else t.samples for t in tasks]
+
+
+def test_build_source_picks_one_kind_per_dataset_and_options():
+    data = ArrayDataset(list(range(10)))
+    kinds = {
+        "map": (data, SequentialSampler(data, batch_size=2), LoaderOptions()),
+        "stream": (Count(5), StreamSampler(2), LoaderOptions()),
+        "stream, no workers": (Count(5), StreamSampler(2), LoaderOptions(parallel_stream=True)),
+        "worker streams": (Count(5), StreamSampler(2), LoaderOptions(num_workers=2, parallel_stream=True)),
+        "callable": (CallableSource(lambda n: list(range(n))), StreamSampler(2), LoaderOptions()),
+        "fixed": (data, SequentialSampler(data, batch_size=2), LoaderOptions(epoch_size=3)),
+    }
+    built = {name: type(build_source(*args)).__name__ for name, args in kinds.items()}
+    assert built == {
+        "map": "MapSource",
+        "stream": "StreamSource",
+        "stream, no workers": "StreamSource",
+        "worker streams": "WorkerStreamSource",
+        "callable": "CallableTasks",
+        "fixed": "FixedEpochs",
+    }
+
+
+def test_build_source_rejects_a_callable_source_read_by_workers_and_a_bad_chunk_size():
+    with pytest.raises(ArgumentValueError, match="parallel_stream"):
+        build_source(CallableSource(lambda n: []), StreamSampler(2), LoaderOptions(num_workers=1, parallel_stream=True))
+    with pytest.raises(ArgumentValueError, match="chunk_size"):
+        build_source(CallableSource(lambda n: [], chunk_size=3), StreamSampler(4), LoaderOptions())
+
+
+def test_checked_sampler_pairs_dataset_and_sampler_kinds():
+    data = ArrayDataset(list(range(4)))
+    assert isinstance(checked_sampler(data, None), SequentialSampler)
+    assert checked_sampler(Count(3), None).batch_size == 1
+    with pytest.raises(ArgumentTypeError, match="needs a StreamSampler"):
+        checked_sampler(Count(3), SequentialSampler(data))
+    with pytest.raises(ArgumentTypeError, match="needs a map sampler"):
+        checked_sampler(data, StreamSampler(2))
+    with pytest.raises(ArgumentTypeError, match="must be a Dataset"):
+        checked_sampler(object(), None)
+
+
+def test_fixed_epochs_carry_a_map_source_over_and_restart_it():
+    data = ArrayDataset(list(range(5)))
+    source = FixedEpochs(build_source(data, SequentialSampler(data, batch_size=2), LoaderOptions()), 2)
+    epochs = [list(source.tasks(epoch)) for epoch in range(3)]
+    assert [_payloads(tasks) for tasks in epochs] == [[[0, 1], [2, 3]], [[4], [0, 1]], [[2, 3], [4]]]
+    assert [[(t.epoch, t.index) for t in tasks] for tasks in epochs] == [[(e, 0), (e, 1)] for e in range(3)]
+    assert source.length() == 2
+
+
+def test_fixed_epochs_keep_a_streams_short_batch_and_reopen_it():
+    source = FixedEpochs(build_source(Count(3), StreamSampler(2), LoaderOptions()), 3)
+    assert _payloads(source.tasks(0)) == [[0, 1], [2], [0, 1]]
+    assert _payloads(source.tasks(1)) == [[2], [0, 1], [2]]
+
+
+def test_fixed_epochs_count_a_batch_split_into_chunks_once():
+    jobs = CallableSource(lambda n: [lambda: 0] * n, chunk_size=2)
+    source = FixedEpochs(CallableTasks(jobs, 6), 2)
+    tasks = list(source.tasks(0))
+    assert [t.chunk for t in tasks] == [(0, 3, 0), (0, 3, 1), (0, 3, 2), (1, 3, 0), (1, 3, 1), (1, 3, 2)]
+    assert isinstance(source.consumer_stages(iter(()), None), Reassemble)
+
+
+def test_fixed_epochs_over_an_empty_source_is_a_clear_error():
+    source = FixedEpochs(build_source(Count(0), StreamSampler(2), LoaderOptions()), 2)
+    with pytest.raises(DataLoaderError, match="produced no batch"):
+        list(source.tasks(0))
+
+
+def test_fixed_epochs_over_worker_streams_ask_workers_to_keep_their_streams():
+    inner = WorkerStreamSource(Count(4), 2)
+    assert (inner.worker_batch_size, inner.worker_restart) == (2, False)
+    fixed = FixedEpochs(inner, 3)
+    assert (fixed.worker_batch_size, fixed.worker_restart) == (2, True)
+    assert [(t.epoch, t.index, t.samples) for t in fixed.tasks(5)] == [(5, i, None) for i in range(3)]
+
+
+def test_closing_a_stream_sources_tasks_stops_its_reader_thread():
+    tasks = build_source(Count(10**6), StreamSampler(4), LoaderOptions(timeout=5)).tasks(0)
+    assert next(tasks).samples == [0, 1, 2, 3]
+    readers = [t for t in threading.enumerate() if t.name == "dataloader-stream-reader"]
+    assert readers
+    tasks.close()
+    assert not any(t.is_alive() for t in readers)
+
+
+def test_restarting_reopens_until_a_fresh_pass_is_empty():
+    passes = iter([[1, 2], [3], []])
+    got = restarting(lambda: next(passes), "empty!")
+    assert list(itertools.islice(got, 3)) == [1, 2, 3]
+    with pytest.raises(DataLoaderError, match="empty!"):
+        next(got)
+
+
+class Positioned(SequentialSampler):
+    """A sampler with its own state hooks, as a user's resumable sampler would have."""
+
+    position = 0
+
+    def state_dict(self):
+        return {"position": self.position}
+
+    def load_state_dict(self, state):
+        self.position = state["position"]
+
+
+def test_state_hooks_carry_the_kind_and_the_components_own_state():
+    data = ArrayDataset(list(range(4)))
+    saved = Positioned(data, batch_size=2)
+    saved.position = 7
+    state = FixedEpochs(build_source(data, saved, LoaderOptions()), 2).state_dict()
+    assert state == {"source": "FixedEpochs", "component": {"position": 7}}
+    restored = Positioned(data, batch_size=2)
+    FixedEpochs(build_source(data, restored, LoaderOptions()), 2).load_state_dict(state)
+    assert restored.position == 7
+    with pytest.raises(ArgumentValueError, match="saved from a FixedEpochs source"):
+        build_source(data, restored, LoaderOptions()).load_state_dict(state)
+    with pytest.raises(ArgumentValueError, match="no load_state_dict"):
+        FixedEpochs(build_source(data, RandomSampler(data, batch_size=2), LoaderOptions()), 2).load_state_dict(state)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 30), batch_size=st.integers(1, 7), epochs=st.integers(1, 4))
+def test_a_restarting_shard_reads_what_fixed_epochs_over_the_same_stream_read(n, batch_size, epochs):
+    """The worker side and the main-process side restart a stream the same way."""
+    shard = ShardReader(Count(n), batch_size, restart=True)
+    fixed = FixedEpochs(build_source(Count(n), StreamSampler(batch_size), LoaderOptions()), 3)
+    main_side = [s for epoch in range(epochs) for s in _payloads(fixed.tasks(epoch))]
+    assert [shard.read(epoch) for epoch in range(epochs) for _ in range(3)] == main_side

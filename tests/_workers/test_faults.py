@@ -25,7 +25,7 @@ from tests._workers._fixtures import (
 )
 from tests._workers._scripts import Lines, shm_entries, start_script, wait_gone
 
-# The bounds (1 s) plus a margin for this 2-core machine.
+# The 1 s bound the robustness guarantee promises, plus a margin for a 2-core CI machine.
 NOTICE_WITHIN = 1.5
 
 # Sample 5 lies in batch 1, which the second worker usually makes (tests read the real one

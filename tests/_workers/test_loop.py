@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from dataloader import Collator
+from dataloader._local import set_worker_info
 from dataloader._stages.seeding import seeded_then_restored
 from dataloader._stages.task import BatchTask
-from dataloader._workers.loop import WorkerBoot, _Worker
+from dataloader._workers.loop import WorkerBoot, WorkerLoop
 from dataloader._workers.messages import (
     BatchDone,
     ReleaseSegments,
@@ -22,7 +23,6 @@ from dataloader._workers.messages import (
     Started,
 )
 from dataloader.transform import PseudoTransform
-from dataloader.worker import _set_worker_info
 
 MiB = 1 << 20
 
@@ -55,13 +55,13 @@ def worker(request):
     # The worker seeds the global random streams and sets the worker info of this thread:
     # both go back to what they were, so later tests see a plain main process.
     with seeded_then_restored(0):
-        local = _Worker(boot, there)
+        local = WorkerLoop(boot, there)
         local.start()
         assert isinstance(main.recv(), Started)
         try:
             yield local, main
         finally:
-            _set_worker_info(None)
+            set_worker_info(None)
             local.pool.close()
             main.close()
             there.close()

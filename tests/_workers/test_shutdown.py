@@ -24,7 +24,7 @@ from tests._workers._fixtures import (
 )
 from tests._workers._scripts import Lines, descendants_of, shm_entries, start_script, wait_gone
 
-NOTICE_WITHIN = 1.5  # the 1 s, plus a margin for this 2-core machine
+NOTICE_WITHIN = 1.5  # the 1 s the robustness guarantee promises, plus a margin for a 2-core CI machine
 
 
 # -- close() and the context manager ---------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from dataloader.rng import _using
+from dataloader._local import using_batch_rng
 
 FULL_ORDER = ("image", "boxes", "mask", "keypoints", "polygons", "boxes_category", "info")
 
@@ -15,7 +15,7 @@ FULL_ORDER = ("image", "boxes", "mask", "keypoints", "polygons", "boxes_category
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """Install a generator seeded with ``seed`` as this thread's ``batch_rng()``."""
-    with _using(np.random.default_rng(seed)):
+    with using_batch_rng(np.random.default_rng(seed)):
         yield
 
 

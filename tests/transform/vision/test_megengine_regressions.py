@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dataloader.transform.vision as V
-from dataloader.rng import _using
+from dataloader._local import using_batch_rng
 from dataloader.transform.vision import _functional as F
 
 from ._support import noise_image, run, same
@@ -90,7 +90,7 @@ def test_one_instance_is_safe_to_share_between_threads():
     ]
 
     def apply_all(seed):
-        with _using(np.random.default_rng(seed)):
+        with using_batch_rng(np.random.default_rng(seed)):
             return [transform.apply(sample) for sample in samples]
 
     expected = {seed: apply_all(seed) for seed in (1, 2)}

@@ -1,0 +1,102 @@
+"""Dispatch: which worker makes the next task, and whether there is room for it yet."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from .._stages.task import BatchTask
+from .._workers.messages import RunTask
+from .releases import Releases, released_to
+
+if TYPE_CHECKING:
+    from .._workers.handle import Handle
+    from .._workers.pool import WorkerPool
+    from .._workers.threads import ThreadWorkerPool
+
+
+class Dispatcher:
+    """Sends an epoch's tasks to the least busy workers, within the prefetch limits.
+
+    A worker has at most ``prefetch_factor`` tasks outstanding, and the epoch at most
+    ``prefetch_factor * num_workers`` tasks in flight or made and not yet handed out: finished
+    batches waiting for a slow earlier one count, so they cannot pile up without bound.
+    When workers read their own stream shards, a worker whose stream has ended gets no more
+    tasks, and the epoch ends when every worker's has.
+    """
+
+    def __init__(
+        self,
+        pool: WorkerPool | ThreadWorkerPool,
+        tasks: Iterator[BatchTask],
+        prefetch_factor: int,
+        releases: Releases,
+        send: Callable[[Handle, Any], None],
+    ) -> None:
+        self._workers = pool.workers
+        self._tasks = tasks
+        self._per_worker = prefetch_factor
+        self._limit = prefetch_factor * len(pool.workers)
+        self._releases = releases
+        self._send = send
+        self._rotation = itertools.cycle(range(len(pool.workers)))
+        self._ended: set[int] = set()  # workers whose own stream has ended
+        self.exhausted = False  # no task left to send
+        self.in_flight = 0  # sent this epoch, not yet answered
+        self.ready = 0  # answered, not yet handed out
+
+    @property
+    def finished(self) -> bool:
+        """Every task sent and answered."""
+        return self.exhausted and self.in_flight == 0
+
+    def dispatch(self) -> None:
+        """Send tasks while there is room; each carries its worker's pending releases."""
+        while not self.exhausted and self.in_flight + self.ready < self._limit:
+            worker = self._least_busy()
+            if worker is None:
+                break
+            task = self._next_task()
+            if task is None:
+                self.exhausted = True
+                break
+            released = self._releases.take(worker.id)
+            self._send(worker, RunTask(task, released))
+            if released:
+                released_to(worker)
+            worker.outstanding[(task.epoch, task.index)] = task.indices
+            self.in_flight += 1
+
+    def handed_out(self) -> None:
+        """A batch left the reorder buffer: its place goes to the next task."""
+        self.ready -= 1
+        self.dispatch()
+
+    def answered(self) -> None:
+        """A worker answered a task of this epoch."""
+        self.in_flight -= 1
+
+    def made(self) -> None:
+        """A batch (or a failure in its place) is in the reorder buffer."""
+        self.ready += 1
+
+    def stream_ended(self, worker_id: int) -> None:
+        """The worker's own stream is exhausted: it gets no more tasks."""
+        self._ended.add(worker_id)
+
+    def _least_busy(self) -> Handle | None:
+        """The open worker with the fewest outstanding tasks, if it has room for one more.
+        Ties go to a rotating start, so that work spreads evenly."""
+        start = next(self._rotation)
+        workers = self._workers[start:] + self._workers[:start]
+        open_ = [w for w in workers if w.id not in self._ended]
+        if not open_:
+            self.exhausted = True
+            return None
+        # Among the least busy, one with segments to free: they ride on its task.
+        released = self._releases.pending
+        best = min(open_, key=lambda w: (len(w.outstanding), w.id not in released))
+        return best if len(best.outstanding) < self._per_worker else None
+
+    def _next_task(self) -> BatchTask | None:
+        return next(self._tasks, None)

@@ -1,0 +1,61 @@
+"""Starting a loader's workers: their boot records, the shared-memory budget, the memory checks."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+from .._stages.source import Source
+from .._workers.loop import WorkerBoot
+from .._workers.pool import WorkerPool
+from .._workers.threads import ThreadWorkerPool
+from ..memory import MemoryRoom, check_shm, check_worker_memory, memory_room
+from .spec import PipelineSpec
+
+# Without a budget each worker may keep this much shared memory (a cap, not a
+# reservation: segments are made only as batches need them), at most a
+# quarter of the memory available split between the workers.
+_DEFAULT_WORKER_BUDGET = 512 * 2**20
+_MIN_WORKER_BUDGET = 16 * 2**20
+
+_pool_ids = itertools.count()
+
+
+def start_pool(spec: PipelineSpec, source: Source) -> WorkerPool | ThreadWorkerPool:
+    """Start the loader's workers (after checking memory room, for processes)."""
+    options = spec.options
+    count = options.num_workers
+    threads = options.worker_type == "thread"  # no shared memory: no budget, no room to check
+    room = None if threads else memory_room()
+    per_worker = 0 if threads else _per_worker_budget(options.shm_budget, count, room)
+    name = f"dataloader-{os.getpid()}-{next(_pool_ids)}"
+    boots = [
+        WorkerBoot(
+            worker_id=worker_id,
+            num_workers=count,
+            seed=spec.base_seed,
+            dataset=spec.dataset,
+            transform=spec.transform,
+            collator=spec.collator,
+            worker_init_fn=options.worker_init_fn,
+            shm_budget=per_worker,
+            name=f"{name}-w{worker_id}",
+            stream_batch_size=source.worker_batch_size,
+            close_fds=(),
+            restart_stream=source.worker_restart,
+        )
+        for worker_id in range(count)
+    ]
+    if threads:
+        return ThreadWorkerPool(boots)
+    check_worker_memory(count, None, per_worker * count, room=room)
+    if not hasattr(os, "memfd_create"):  # segments then live in /dev/shm
+        check_shm(per_worker * count)
+    return WorkerPool(boots, options.context())
+
+
+def _per_worker_budget(total: int | None, count: int, room: MemoryRoom) -> int:
+    if total is not None:
+        return max(1, total // count)
+    share = room.available // (4 * count)
+    return max(_MIN_WORKER_BUDGET, min(_DEFAULT_WORKER_BUDGET, share))

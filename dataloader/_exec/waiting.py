@@ -1,0 +1,103 @@
+"""Waiting: one ``poll`` over every worker's socket and exit, and the receiver's wake-up pipe.
+
+One call notices whichever comes first: a message, a worker's exit, or the user dropping a
+batch. There is no polling loop and no ``sleep``.
+"""
+
+from __future__ import annotations
+
+import math
+import select
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .._workers.handle import Handle
+    from .._workers.pool import WorkerPool
+    from .._workers.threads import ThreadWorkerPool
+    from .inbox import Inbox
+    from .overflow import OverflowGrants
+    from .releases import Releases
+
+
+def _poller(*fds: int) -> "select.poll":
+    """A ``poll`` object watching ``fds`` for input, built once and reused for every wait."""
+    watch = select.poll()
+    for fd in fds:
+        watch.register(fd, select.POLLIN)
+    return watch
+
+
+class Waiter:
+    """Blocks until a worker speaks or exits, or the user drops a batch, and handles what came.
+
+    What it watches is registered once per epoch, not once per wait as
+    ``multiprocessing.connection.wait`` does.
+    """
+
+    def __init__(
+        self,
+        pool: WorkerPool | ThreadWorkerPool,
+        inbox: Inbox,
+        releases: Releases,
+        overflow: OverflowGrants,
+    ) -> None:
+        self._pool = pool
+        self._receiver = pool.receiver
+        self._inbox = inbox
+        self._releases = releases
+        self._overflow = overflow
+        self._watched: dict[int, tuple[str, Handle | None]] = {}
+        for worker in pool.workers:
+            self._watched[worker.conn.fileno()] = ("message", worker)
+            self._watched[worker.sentinel] = ("exit", worker)
+        self._watched[pool.receiver.wakeup_fd] = ("release", None)
+        self._poller = _poller(*self._watched)
+        self._has_message = {worker.id: _poller(worker.conn.fileno()) for worker in pool.workers}
+
+    def wait(self, deadline: float | None) -> bool:
+        """Wait until something happens or ``deadline`` (``time.monotonic()``; None: no limit)
+        passes, and handle it; False if nothing happened. Before blocking, pending releases
+        are sent and workers waiting for room are granted ``Overflow``."""
+        # A batch already here is handled without sending the releases first: its task takes them.
+        if self._releases.pending and self._handle(self._poller.poll(0)):
+            return True
+        receiver = self._receiver
+        receiver.sleeping = True  # before reading the queue: a drop from now on wakes the poll
+        try:
+            self._releases.collect()
+            self._releases.send_all()
+            self._overflow.grant()
+            timeout = None if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            ready = self._poller.poll(timeout)
+        finally:
+            receiver.sleeping = False
+        return self._handle(ready)
+
+    def drain(self, worker: Handle, readable: bool = False) -> None:
+        """Handle every message waiting from ``worker`` (``readable``: its socket polled so)."""
+        has_message = self._has_message[worker.id]
+        try:
+            while readable or has_message.poll(0):
+                readable = False
+                self._inbox.handle(worker, self._pool.receive(worker))
+        except (EOFError, ConnectionResetError, BrokenPipeError):
+            self._pool.raise_if_dead(worker, wait=1.0)
+            raise
+
+    def _handle(self, ready: list[tuple[int, int]]) -> bool:
+        """Handle what ``poll`` found ready; False if nothing was. A worker that exited is
+        drained first (it may have sent an error just before), then reported dead."""
+        exits = []
+        for fd, _ in ready:
+            kind, worker = self._watched[fd]
+            if kind == "message":
+                self.drain(worker, readable=True)
+            elif kind == "exit":
+                exits.append(worker)
+            else:
+                self._releases.collect()
+        for worker in exits:
+            self.drain(worker)
+            self._pool.raise_if_dead(worker)
+        return bool(ready)
