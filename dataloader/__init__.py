@@ -6,7 +6,7 @@ MegEngine's ``megengine.data`` API on NumPy, with shared-memory workers.
 from .buffer import ThreadBuffer, buffer_iterator
 from .callable_source import CallableSource
 from .collator import Collator
-from .dataset import ArrayDataset, ConcatDataset, Dataset, StreamDataset
+from .dataset import ArrayDataset, Collated, ConcatDataset, Dataset, StreamDataset, batch_array
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
@@ -39,6 +39,7 @@ __all__ = [
     "ArrayDataset",
     "CallableSource",
     "CollateError",
+    "Collated",
     "Collator",
     "ConcatDataset",
     "DataLoader",
@@ -61,6 +62,7 @@ __all__ = [
     "WorkerDiedError",
     "WorkerError",
     "WorkerInfo",
+    "batch_array",
     "batch_rng",
     "buffer_iterator",
     "get_worker_info",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .errors import ArgumentTypeError, ArgumentValueError
+from . import _alloc
+from .errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
 
 
 class Dataset(ABC):
@@ -34,6 +35,45 @@ class StreamDataset(ABC):
     def __iter__(self) -> Iterator[Any]: ...
 
 
+class Collated:
+    """A batch a dataset made itself: the loader hands it out without collating it.
+
+    A dataset's ``__getitems__(indices)`` may return one instead of a list of
+    samples, and a stream with ``yields_batches = True`` yields them: reading a
+    whole batch in one bulk call (fancy indexing, ``Table.take``, a Parquet
+    read) is far cheaper than making its samples one by one. With no
+    per-sample transform the loader skips both transform and collate; with
+    one, it needs the batch's samples, which ``rows`` (a zero-argument
+    callable) returns; without ``rows`` that is a clear error.
+    """
+
+    __slots__ = ("batch", "size", "_rows")
+
+    def __init__(self, batch: Any, size: int, rows: Callable[[], list] | None = None) -> None:
+        self.batch = batch
+        self.size = size  # samples in the batch (the monitor counts them)
+        self._rows = rows
+
+    def rows(self) -> list:
+        """The batch as a list of samples, for a per-sample transform."""
+        if self._rows is None:
+            raise DataLoaderError(
+                "the dataset returned a collated batch (dataloader.Collated) without its rows, and "
+                "the loader has a per-sample transform to run on them. Pass rows= to Collated, or "
+                "apply the transform to whole batches with a BatchTransform."
+            )
+        return self._rows()
+
+
+def batch_array(shape: tuple, dtype: Any) -> np.ndarray:
+    """An uninitialised array for a batch a dataset collates itself (see :class:`Collated`).
+
+    Inside a worker it is carved out of the shared memory the batch travels
+    in, so filling it (``np.take(..., out=)``) is the batch's only copy.
+    """
+    return _alloc.empty(tuple(shape), np.dtype(dtype))
+
+
 class ArrayDataset(Dataset):
     """Item ``i`` is the tuple ``(array_0[i], array_1[i], ...)``.
 
@@ -50,9 +90,18 @@ class ArrayDataset(Dataset):
             )
         self.arrays = arrays
         self._length = lengths[0]
+        # Object or string arrays collate to lists, not arrays: they keep the per-sample path.
+        self._bulk = all(isinstance(a, np.ndarray) and a.dtype.kind in "biufcmM" for a in arrays)
 
     def __getitem__(self, index: int) -> tuple:
         return tuple(array[index] for array in self.arrays)
+
+    def __getitems__(self, indices: list[int]) -> Collated | list:
+        """One bulk read per array when every array is a NumPy array of numbers (or bools)."""
+        if not self._bulk:
+            return [self[i] for i in indices]
+        batch = tuple(_take(array, indices) for array in self.arrays)
+        return Collated(batch, len(indices), rows=lambda: [self[i] for i in indices])
 
     def __len__(self) -> int:
         return self._length
@@ -91,3 +140,10 @@ class ConcatDataset(Dataset):
         which = bisect.bisect_right(self.cumulative_sizes, index)
         start = self.cumulative_sizes[which - 1] if which else 0
         return self.datasets[which][index - start]
+
+
+def _take(array: np.ndarray, indices: list[int]) -> np.ndarray:
+    positions = np.asarray(indices, dtype=np.intp)
+    if positions.size and (positions.min() < -len(array) or positions.max() >= len(array)):
+        raise IndexError(f"index out of range for an array of length {len(array)}: {indices}")
+    return np.take(array, positions, axis=0, out=batch_array((len(positions), *array.shape[1:]), array.dtype))

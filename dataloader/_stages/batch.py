@@ -12,6 +12,9 @@ from time import perf_counter
 from typing import Any, NamedTuple
 
 from .._local import using_batch_rng
+from ..collator import Collator
+from ..dataset import Collated
+from ..transform import PseudoTransform
 from .seeding import batch_seed, seed_all, seeded_then_restored
 from .task import BatchTask, Chunk
 
@@ -26,11 +29,13 @@ class StageTimes(NamedTuple):
     samples: int
 
 
-def fetch(dataset: Any, indices: list[int]) -> list[Any]:
-    """Read the samples at ``indices``; datasets with ``__getitems__`` read in one call."""
+def fetch(dataset: Any, indices: list[int]) -> list[Any] | Collated:
+    """Read the samples at ``indices``; datasets with ``__getitems__`` read in one call,
+    which may return the whole batch already collated (:class:`~dataloader.Collated`)."""
     getitems = getattr(dataset, "__getitems__", None)
     if getitems is not None:
-        return list(getitems(indices))
+        got = getitems(indices)
+        return got if isinstance(got, Collated) else list(got)
     return [dataset[i] for i in indices]
 
 
@@ -42,8 +47,11 @@ def _transform(transform: Any, samples: list) -> list:
     return [transform.apply(sample) for sample in samples]
 
 
-def _read(dataset: Any, task: BatchTask) -> list:
+def _read(dataset: Any, task: BatchTask) -> list | Collated:
     if task.samples is not None:
+        # A stream that yields whole batches: each task carries one Collated.
+        if len(task.samples) == 1 and isinstance(task.samples[0], Collated):
+            return task.samples[0]
         return task.samples
     if task.jobs is not None:
         return [job() for job in task.jobs]
@@ -70,6 +78,11 @@ class BatchMaker:
     stage: str = "fetch"
     # When the stages of the last batch began and ended (for the monitor); read-only outside.
     timings: "StageTimes | None" = None
+
+    def __post_init__(self) -> None:
+        # A batch the dataset collated itself is handed out as it is only when nothing would
+        # have changed it: no per-sample transform and the default collator.
+        self._takes_collated = type(self.transform) is PseudoTransform and type(self.collator) is Collator
 
     def __call__(self, task: BatchTask) -> Any:
         if self.seed is None:
@@ -100,6 +113,12 @@ class BatchMaker:
         start = perf_counter()
         self.stage = "fetch"
         samples = _read(self.dataset, task)
+        if isinstance(samples, Collated):
+            if self._takes_collated:
+                now = perf_counter()
+                self.timings = StageTimes(start, now, now, now, samples.size)
+                return samples.batch
+            samples = samples.rows()
         fetched = perf_counter()
         self.stage = "transform"
         samples = _transform(self.transform, samples)

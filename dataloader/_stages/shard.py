@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterator
 
-from .source import batches_of, restarting
+from .source import batches_of, open_stream, restarting
 
 
 class ShardReader:
@@ -21,17 +22,18 @@ class ShardReader:
         self._epoch: int | None = None
         self._batches: Iterator[list] | None = None
         if restart:
+            passes = itertools.count()
             self._batches = restarting(
-                self._open,
+                lambda: self._open(next(passes)),
                 "the stream yielded no sample right after being restarted; fixed-size epochs "
                 "(epoch_size) need a stream that is not empty.",
             )
         self._restart = restart
 
-    def _open(self) -> Iterator[list]:
-        return batches_of(iter(self._dataset), self._size)
+    def _open(self, epoch: int) -> Iterator[list]:
+        return batches_of(open_stream(self._dataset, epoch), self._size)
 
     def read(self, epoch: int) -> list | None:
         if not self._restart and epoch != self._epoch:
-            self._epoch, self._batches = epoch, self._open()
+            self._epoch, self._batches = epoch, self._open(epoch)
         return next(self._batches, None)  # type: ignore[arg-type]

@@ -120,7 +120,7 @@ class StreamSource(Source):
         self.timeout = timeout
 
     def tasks(self, epoch: int) -> Iterator[BatchTask]:
-        stream: Any = iter(self.dataset)
+        stream: Any = open_stream(self.dataset, epoch)
         timed = timed_stream(stream, self.timeout) if self.timeout > 0 else None
         try:
             for index, samples in enumerate(batches_of(timed or stream, self.batch_size)):
@@ -203,8 +203,9 @@ class FixedEpochs(Source):
 
     def tasks(self, epoch: int) -> Iterator[BatchTask]:
         if self._feed is None:
+            passes = itertools.count(epoch)  # each fresh pass is a new epoch of the inner source
             self._feed = restarting(
-                lambda: self.inner.tasks(epoch),
+                lambda: self.inner.tasks(next(passes)),
                 "the dataset or sampler produced no batch; fixed-size epochs (epoch_size) need "
                 "a source that is not empty.",
             )
@@ -251,12 +252,36 @@ def build_source(dataset: Any, sampler: Any, options: Any) -> Source:
     elif not is_stream(dataset):
         source = MapSource(sampler)
     elif options.parallel_stream and options.num_workers > 0:
-        source = WorkerStreamSource(dataset, sampler.batch_size)
+        source = WorkerStreamSource(dataset, stream_batch_size(dataset, sampler))
     else:
-        source = StreamSource(dataset, sampler.batch_size, options.timeout)
+        source = StreamSource(dataset, stream_batch_size(dataset, sampler), options.timeout)
     if options.epoch_size is not None:
         source = FixedEpochs(source, options.epoch_size)
     return source
+
+
+def open_stream(dataset: Any, epoch: int) -> Iterator[Any]:
+    """``iter(dataset)`` for ``epoch``: a stream with ``set_epoch`` is told the epoch first,
+    so its own shuffles follow the loader's epochs in the main process and in every worker."""
+    set_epoch = getattr(dataset, "set_epoch", None)
+    if set_epoch is not None:
+        set_epoch(epoch)
+    return iter(dataset)
+
+
+def stream_batch_size(dataset: Any, sampler: Any) -> int:
+    """Samples per task: the sampler's batch size, or 1 for a stream that yields whole batches
+    (``yields_batches = True``: each item is a :class:`~dataloader.Collated`)."""
+    if not getattr(dataset, "yields_batches", False):
+        return sampler.batch_size
+    own = getattr(dataset, "batch_size", None)
+    if sampler.batch_size not in (1, own):
+        raise ArgumentValueError(
+            f"{type(dataset).__name__} yields whole batches of its own batch_size ({own}); got "
+            f"StreamSampler(batch_size={sampler.batch_size}). Use StreamSampler() or set the "
+            "batch size on the dataset."
+        )
+    return 1
 
 
 def is_stream(dataset: Any) -> bool:

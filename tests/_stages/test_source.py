@@ -1,11 +1,20 @@
 import itertools
 import threading
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader import ArrayDataset, CallableSource, RandomSampler, SequentialSampler, StreamDataset, StreamSampler
+from dataloader import (
+    ArrayDataset,
+    CallableSource,
+    Collated,
+    RandomSampler,
+    SequentialSampler,
+    StreamDataset,
+    StreamSampler,
+)
 from dataloader._options import LoaderOptions
 from dataloader._stages.consumer import Reassemble
 from dataloader._stages.shard import ShardReader
@@ -230,3 +239,43 @@ def test_a_restarting_shard_reads_what_fixed_epochs_over_the_same_stream_read(n,
     fixed = FixedEpochs(build_source(Count(n), StreamSampler(batch_size), LoaderOptions()), 3)
     main_side = [s for epoch in range(epochs) for s in _payloads(fixed.tasks(epoch))]
     assert [shard.read(epoch) for epoch in range(epochs) for _ in range(3)] == main_side
+
+
+class EpochAware(StreamDataset):
+    """A stream whose contents depend on the epoch the loader tells it."""
+
+    def __init__(self):
+        self.epochs = []
+
+    def set_epoch(self, epoch):
+        self.epochs.append(epoch)
+
+    def __iter__(self):
+        return iter([self.epochs[-1]] * 2)
+
+
+def test_a_stream_with_set_epoch_is_told_each_epoch_and_each_fresh_pass():
+    stream = EpochAware()
+    source = build_source(stream, StreamSampler(2), LoaderOptions())
+    assert [_payloads(source.tasks(e)) for e in (3, 4)] == [[[3, 3]], [[4, 4]]]
+    fixed = FixedEpochs(build_source(EpochAware(), StreamSampler(2), LoaderOptions()), 3)
+    assert _payloads(fixed.tasks(0)) == [[0, 0], [1, 1], [2, 2]]
+    shard = ShardReader(EpochAware(), 2)
+    assert [shard.read(7), shard.read(7), shard.read(8)] == [[7, 7], None, [8, 8]]
+
+
+class Batched(StreamDataset):
+    yields_batches = True
+    batch_size = 3
+
+    def __iter__(self):
+        return iter([Collated(np.arange(3), 3), Collated(np.arange(3, 5), 2)])
+
+
+def test_a_stream_that_yields_batches_makes_one_task_per_batch():
+    source = build_source(Batched(), StreamSampler(), LoaderOptions())
+    tasks = list(source.tasks(0))
+    assert [len(t.samples) for t in tasks] == [1, 1]
+    assert build_source(Batched(), StreamSampler(3), LoaderOptions()).tasks(0)
+    with pytest.raises(ArgumentValueError, match="yields whole batches of its own batch_size"):
+        build_source(Batched(), StreamSampler(4), LoaderOptions())
