@@ -15,11 +15,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for module in (demo, bench, doctor):
         module.add_parser(commands)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # tools/bench.py parses its own options, --help included
+    if argv[:1] == ["bench"]:  # the bench parses its own options, --help included
         return bench.run(argparse.Namespace(options=argv[1:]))
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
-        args.options = rest  # tools/bench.py parses its own options
+        args.options = rest  # the bench parses its own options
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return args.run(args)

@@ -2,6 +2,6 @@
 
 - ``demo``: the README's main job (an image workload with workers, preload,
   a progress bar and the stage table).
-- ``bench``: the tools/bench.py workloads against PyTorch.
+- ``bench``: the :mod:`dataloader.bench` workloads against PyTorch.
 - ``doctor``: what this machine allows, and the settings it suggests.
 """

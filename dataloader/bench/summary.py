@@ -3,13 +3,9 @@ repetition, the numbers derived for the settings workloads, and the issue's targ
 
 from __future__ import annotations
 
-import json
-import statistics
-from dataclasses import asdict
-from typing import Any, Callable, Sequence
-
-from _bench_measure import Measurement
-from _bench_workloads import (
+from .measure import Measurement
+from .repetitions import median, paired, paired_median
+from .workloads import (
     BASELINE, IDEAL, LOAD_ONLY, MONITOR, OURS, PRELOAD, STEP_ONLY, THREAD, TORCH, WORKLOADS,
 )
 
@@ -46,12 +42,9 @@ def _row(name: str, loader: str, count: int | None, group: list[Measurement], ba
          torch_runs: dict, memcpy: list[float]) -> dict:
     total, quiet = len(group), sum(not r.disturbed for r in group)
     group = _quiet(group)
-
-    def paired(ratio: Callable[[Measurement, Measurement], float], others: dict, key) -> list:
-        return [ratio(r, others[key(r)]) for r in group if key(r) in others]
-
+    rate = lambda r, other: r.rate / other.rate
     by_group = lambda r: (r.rep, r.num_workers)
-    vs_base = [v for v in paired(lambda r, b: r.rate / b.rate, base, by_group) if v == v]
+    vs_base = [v for v in paired(group, base, rate, by_group) if v == v]
     row = {
         "workload": name, "loader": loader, "num_workers": count,
         "reps": total, "quiet_reps": quiet,
@@ -69,15 +62,13 @@ def _row(name: str, loader: str, count: int | None, group: list[Measurement], ba
         "memory_vs_torch": None,
     }
     if loader == OURS and torch_runs:
-        by_rep = lambda r: r.rep
-        row["vs_torch"] = median(paired(lambda r, t: r.rate / t.rate, torch_runs, by_rep))
-        row["first_batch_vs_torch"] = median(
-            paired(lambda r, t: r.first_batch_s / t.first_batch_s, torch_runs, by_rep))
-        row["pss_vs_torch"] = median(
-            paired(lambda r, t: r.peak_pss / t.peak_pss, torch_runs, by_rep))
-        row["memory_vs_torch"] = median(paired(
-            lambda r, t: r.peak_memory / t.peak_memory if r.peak_memory and t.peak_memory else None,
-            torch_runs, by_rep))
+        row["vs_torch"] = paired_median(group, torch_runs, rate)
+        row["first_batch_vs_torch"] = paired_median(
+            group, torch_runs, lambda r, t: r.first_batch_s / t.first_batch_s)
+        row["pss_vs_torch"] = paired_median(group, torch_runs, lambda r, t: r.peak_pss / t.peak_pss)
+        row["memory_vs_torch"] = paired_median(
+            group, torch_runs,
+            lambda r, t: r.peak_memory / t.peak_memory if r.peak_memory and t.peak_memory else None)
     if name == "images":
         row["bytes_per_s"] = median([r.rate * r.bytes_per_sample for r in group])
         row["vs_memcpy"] = median([r.rate * r.bytes_per_sample / memcpy[r.rep] for r in group])
@@ -101,12 +92,10 @@ def _derived(row: dict, group: list[Measurement], runs: list[Measurement], cpus:
         row["overlap"], row["overlap_ceiling"] = median(overlap), median(ceiling)
         row["overlap_min"], row["overlap_max"] = min(overlap, default=None), max(overlap, default=None)
     elif loader == THREAD:
-        process = others(OURS)
-        row["vs_process"] = median([r.rate / process[r.rep].rate for r in group if r.rep in process])
+        row["vs_process"] = paired_median(group, others(OURS), lambda r, p: r.rate / p.rate)
     elif loader == MONITOR:
-        default = others(OURS)
-        row["monitor_overhead_pct"] = median(
-            [(default[r.rep].rate / r.rate - 1) * 100 for r in group if r.rep in default])
+        row["monitor_overhead_pct"] = paired_median(
+            group, others(OURS), lambda r, default: (default.rate / r.rate - 1) * 100)
 
 
 def _overlap(run: Measurement, load: Measurement, step: Measurement) -> float:
@@ -128,17 +117,6 @@ def _cpu_per_sample(run: Measurement) -> float:
     if run.timed_cpu_s is not None and run.timed_samples:
         return run.timed_cpu_s / run.timed_samples
     return run.cpu_s / run.samples_total
-
-
-def dump_runs(path: str, runs: Sequence[Any], rows: list[dict]) -> None:
-    """Write a side tool's runs (dataclasses) and summary rows to ``path`` as JSON."""
-    with open(path, "w") as handle:
-        json.dump({"runs": [asdict(r) for r in runs], "rows": rows}, handle, indent=1)
-
-
-def median(values: Sequence[float]) -> float | None:
-    values = [v for v in values if v is not None and v == v]  # drop None and NaN
-    return statistics.median(values) if values else None
 
 
 # (workload, loader, num_workers, column, comparison, threshold, what the issue asked for)

@@ -1,4 +1,5 @@
-"""The ways of making batches, and what the consumer does with each.
+"""The ways of making batches (our loader with its settings, PyTorch's, the plain loop, a step
+with no loading) and the consumer's calibrated step.
 
 A run is a :class:`RunSpec`: how to open its iterator (and, for our loader, how to read
 ``loader.stats()`` afterwards), what to do with every batch, and a context to run it in.
@@ -17,23 +18,15 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 import numpy as np
 
 from dataloader import DataLoader, Dataset, RandomSampler
-from dataloader._device.structure import leaves
-from _bench_workloads import BASELINE, LOAD_ONLY, MONITOR, OURS, OUR_OPTIONS, STEP_ONLY, TORCH
+
+from .batches import plain_batches, touch
+from .workloads import BASELINE, LOAD_ONLY, MONITOR, OURS, OUR_OPTIONS, STEP_ONLY, TORCH
 
 if TYPE_CHECKING:
-    from _bench_config import BenchConfig
+    from .config import BenchConfig
 
 # (iterator, loader.stats or None)
 Opened = tuple[Iterator, "Callable[[], Any] | None"]
-
-
-def touch(batch: Any) -> float:
-    """What the consumer does with every batch, whoever made it: sum 16 values of each array."""
-    total = 0.0
-    for leaf in leaves(batch):
-        array = leaf.numpy() if hasattr(leaf, "numpy") else np.asarray(leaf)
-        total += float(array.reshape(-1)[:16].sum())
-    return total
 
 
 class MatmulStep:
@@ -114,27 +107,43 @@ def monitoring(on: bool) -> Iterator[None]:
 
 def our_loader(dataset: Dataset, sampler: Any, workers: int, config: "BenchConfig",
                label: str = OURS) -> DataLoader:
+    """Our loader as run ``label`` sets it up (see ``OUR_OPTIONS``)."""
     # No loader seed, as MegEngine users write it: the sampler's seed fixes the order.
     return DataLoader(dataset, sampler, num_workers=workers,
                       prefetch_factor=config.prefetch_factor, **OUR_OPTIONS[label])
 
 
+def random_loader(dataset: Dataset, batch_size: int, workers: int, seed: int,
+                  **options: Any) -> DataLoader:
+    """Our loader in random order from a sampler seeded with ``seed`` (and no loader seed,
+    as above), with the other tools' ``options``."""
+    sampler = RandomSampler(dataset, batch_size=batch_size, seed=seed)
+    return DataLoader(dataset, sampler, num_workers=workers, **options)
+
+
+def torch_loader(dataset: Dataset, batch_size: int, workers: int, seed: int,
+                 prefetch_factor: int = 2, **options: Any) -> Any:
+    """PyTorch's DataLoader shuffled by a generator seeded with ``seed``, as users write it."""
+    import torch
+    from torch.utils.data import DataLoader as TorchLoader
+
+    return TorchLoader(
+        dataset, batch_size=batch_size, shuffle=True,
+        generator=torch.Generator().manual_seed(seed), num_workers=workers,
+        prefetch_factor=prefetch_factor if workers else None, **options,
+    )
+
+
 def open_ours(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig",
               label: str = OURS) -> Opened:
-    sampler = RandomSampler(dataset, batch_size=batch_size, seed=config.seed)
-    loader = our_loader(dataset, sampler, workers, config, label)
+    loader = random_loader(dataset, batch_size, workers, config.seed,
+                           prefetch_factor=config.prefetch_factor, **OUR_OPTIONS[label])
     return iter(loader), loader.stats
 
 
 def open_torch(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
-    import torch
-    from torch.utils.data import DataLoader as TorchLoader
-
-    loader = TorchLoader(
-        dataset, batch_size=batch_size, shuffle=True,
-        generator=torch.Generator().manual_seed(config.seed), num_workers=workers,
-        prefetch_factor=config.prefetch_factor if workers else None, persistent_workers=False,
-    )
+    loader = torch_loader(dataset, batch_size, workers, config.seed, config.prefetch_factor,
+                          persistent_workers=False)
     return iter(loader), None
 
 
@@ -152,24 +161,6 @@ def open_step_only(dataset: Dataset, batch_size: int, workers: int, config: "Ben
     """One batch made up front and handed out forever: the consumer's step with no loading."""
     batch = next(plain_batches(dataset, list(range(batch_size)), batch_size))
     return itertools.repeat(batch), None
-
-
-def plain_batches(
-    dataset: Dataset, order: list[int], batch_size: int, forever: bool = False
-) -> Iterator[tuple]:
-    while order:
-        for start in range(0, len(order), batch_size):
-            yield stack([dataset[i] for i in order[start : start + batch_size]])
-        if not forever:
-            return
-
-
-def stack(samples: list) -> tuple:
-    """The baseline's collation: arrays stacked, numbers into a 1-d array."""
-    return tuple(
-        np.stack(column) if isinstance(column[0], np.ndarray) else np.array(column)
-        for column in zip(*samples)
-    )
 
 
 @dataclass
@@ -200,3 +191,11 @@ def run_spec(label: str, dataset: Dataset, batch_size: int, workers: int,
                 yield
 
     return RunSpec(opener, consume, around)
+
+
+def close_iterator(iterator: Any) -> None:
+    """Stop ``iterator``'s workers now where it can say so (ours, generators); PyTorch's
+    iterator stops (and joins) its workers when the last reference to it is dropped."""
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()

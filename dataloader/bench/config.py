@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from _bench_workloads import WORKLOADS, default_workloads, missing_module
+from .workloads import WORKLOADS, default_workloads, missing_module
 
 
 @dataclass(frozen=True)

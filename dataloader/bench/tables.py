@@ -1,36 +1,25 @@
-"""The printed report: the main table, the tables of the workloads that compare our loader's settings, the targets and the
-machine the numbers came from."""
+"""The printed report: the main table, the tables of the workloads that compare our loader's
+settings, the targets and the machine the numbers came from."""
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import platform
-import subprocess
+from .output import aligned, cell
+from .workloads import BASELINE, LOAD_ONLY, MONITOR, OURS, PRELOAD, STEP_ONLY, THREAD
 
-import numpy as np
-import psutil
-
-from dataloader.memory import available_cpus
-from _bench_measure import read_lines
-from _bench_schedule import torch_version
-from _bench_workloads import (
-    BASELINE, LOAD_ONLY, MONITOR, OURS, PRELOAD, STEP_ONLY, THREAD,
-)
-
+# (title, row key, format spec); the (min-max) column has no key of its own.
 _COLUMNS = [
-    ("workload", "workload", "{}"), ("loader", "loader", "{}"), ("workers", "num_workers", "{}"),
-    ("quiet", "quiet_reps", "{}"), ("samples/s", "samples_per_s", "{:,.0f}"),
-    ("x no-loader", "vs_no_loader", "{:.2f}"),
-    ("(min-max)", None, None), ("ours/torch", "vs_torch", "{:.2f}"),
-    ("1st batch ms", "first_batch_ms", "{:.0f}"), ("peak PSS MiB", "peak_pss_mib", "{:.0f}"),
-    ("peak mem MiB", "peak_memory_mib", "{:.0f}"),
-    ("CPU us/sample", "cpu_us_per_sample", "{:.2f}"), ("others' CPUs", "others_cpus", "{:.2f}"),
-    ("GB/s", "bytes_per_s", "{:.2f}"), ("x memcpy", "vs_memcpy", "{:.2f}"),
+    ("workload", "workload", ""), ("loader", "loader", ""), ("workers", "num_workers", ""),
+    ("quiet", "quiet_reps", ""), ("samples/s", "samples_per_s", ",.0f"),
+    ("x no-loader", "vs_no_loader", ".2f"),
+    ("(min-max)", None, None), ("ours/torch", "vs_torch", ".2f"),
+    ("1st batch ms", "first_batch_ms", ".0f"), ("peak PSS MiB", "peak_pss_mib", ".0f"),
+    ("peak mem MiB", "peak_memory_mib", ".0f"),
+    ("CPU us/sample", "cpu_us_per_sample", ".2f"), ("others' CPUs", "others_cpus", ".2f"),
+    ("GB/s", "bytes_per_s", ".2f"), ("x memcpy", "vs_memcpy", ".2f"),
 ]
 
 
-def _cell(row: dict | None, key: str | None, fmt: str | None) -> str:
+def _cell(row: dict | None, key: str | None, spec: str | None) -> str:
     if row is None:
         return "-"
     if key == "quiet_reps":
@@ -39,28 +28,14 @@ def _cell(row: dict | None, key: str | None, fmt: str | None) -> str:
         low, high = row.get("vs_no_loader_min"), row.get("vs_no_loader_max")
         return "" if low is None or row["loader"] == BASELINE else f"{low:.2f}-{high:.2f}"
     value = row.get(key)
-    if value is None:
-        return "-"
-    return fmt.format(value / 1e9 if key == "bytes_per_s" else value)
-
-
-def aligned(cells: list[list[str]], left: int) -> str:
-    """Rows of cells as a table: the first ``left`` columns left-aligned, a rule under the
-    header."""
-    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
-    lines = [
-        "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
-        for line in cells
-    ]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(line.rstrip() for line in lines)
+    return cell(value / 1e9 if key == "bytes_per_s" and value is not None else value, spec)
 
 
 def format_table(rows: list[dict]) -> str:
     """The rows as an aligned plain-text table."""
     cells = [[title for title, _, _ in _COLUMNS]]
-    cells += [[_cell(row, key, fmt) for _, key, fmt in _COLUMNS] for row in rows]
-    return aligned(cells, 3)
+    cells += [[_cell(row, key, spec) for _, key, spec in _COLUMNS] for row in rows]
+    return aligned(cells, "<<<")
 
 
 def format_settings(rows: list[dict]) -> str:
@@ -82,12 +57,12 @@ def _preload_table(rows: list[dict], find) -> str:
                                for label in (LOAD_ONLY, STEP_ONLY, OURS, PRELOAD))
         span = "" if on is None or on.get("overlap_min") is None else \
             f"{on['overlap_min']:.2f}-{on['overlap_max']:.2f}"
-        cells.append([str(n)] + [_cell(r, "ms_per_batch", "{:.1f}") for r in (load, step, off, on)]
-                     + [_cell(off, "overlap", "{:.2f}"), _cell(on, "overlap", "{:.2f}"), span,
-                        _cell(on, "overlap_ceiling", "{:.2f}")])
+        cells.append([str(n)] + [_cell(r, "ms_per_batch", ".1f") for r in (load, step, off, on)]
+                     + [_cell(off, "overlap", ".2f"), _cell(on, "overlap", ".2f"), span,
+                        _cell(on, "overlap_ceiling", ".2f")])
     return ("preload (decode batches; consumer: touch + a matmul step calibrated to the load, "
             "one BLAS thread; overlap = (step + load) / measured time per batch):\n"
-            + aligned(cells, 1))
+            + aligned(cells, "<"))
 
 
 def _threads_table(rows: list[dict], find) -> str:
@@ -100,13 +75,13 @@ def _threads_table(rows: list[dict], find) -> str:
         for n in dict.fromkeys(r["num_workers"] for r in rows
                                if r["workload"] == name and r["loader"] == THREAD):
             process, thread = find(name, OURS, n), find(name, THREAD, n)
-            cells.append([name, str(n), _cell(process, "samples_per_s", "{:,.0f}"),
-                          _cell(thread, "samples_per_s", "{:,.0f}"),
-                          _cell(thread, "vs_process", "{:.2f}"),
-                          _cell(process, "vs_no_loader", "{:.2f}"),
-                          _cell(thread, "vs_no_loader", "{:.2f}")])
+            cells.append([name, str(n), _cell(process, "samples_per_s", ",.0f"),
+                          _cell(thread, "samples_per_s", ",.0f"),
+                          _cell(thread, "vs_process", ".2f"),
+                          _cell(process, "vs_no_loader", ".2f"),
+                          _cell(thread, "vs_no_loader", ".2f")])
     return ("thread vs process workers (cv2: GIL released; pyloop: GIL held):\n"
-            + aligned(cells, 2))
+            + aligned(cells, "<<"))
 
 
 def _monitor_table(rows: list[dict], find) -> str:
@@ -116,11 +91,11 @@ def _monitor_table(rows: list[dict], find) -> str:
     cells = [["workers", "default samples/s", "monitor samples/s", "overhead %"]]
     for n in counts:
         default, on = find("monitor", OURS, n), find("monitor", MONITOR, n)
-        cells.append([str(n), _cell(default, "samples_per_s", "{:,.0f}"),
-                      _cell(on, "samples_per_s", "{:,.0f}"),
-                      _cell(on, "monitor_overhead_pct", "{:.1f}")])
+        cells.append([str(n), _cell(default, "samples_per_s", ",.0f"),
+                      _cell(on, "samples_per_s", ",.0f"),
+                      _cell(on, "monitor_overhead_pct", ".1f")])
     return ("monitoring (DATALOADER_MONITOR=1 into a NullHandler, against the default; "
-            "per-batch stats recording is always on in both):\n" + aligned(cells, 1))
+            "per-batch stats recording is always on in both):\n" + aligned(cells, "<"))
 
 
 def format_targets(found: list[dict]) -> str:
@@ -164,38 +139,3 @@ def format_report(result: dict) -> str:
             lines.append(f"warning: {row['loader']} left {row['leftover_processes']} process(es) "
                          f"running after closing its {row['workload']} iterator")
     return "\n".join(lines)
-
-
-def machine() -> dict:
-    """What the numbers were measured on."""
-    import PIL
-
-    cpu = next((line.split(":", 1)[1].strip() for line in read_lines("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
-    return {
-        "cpu": cpu, "cpus": os.cpu_count(), "cpus_available": available_cpus(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "platform": platform.platform(), "python": platform.python_version(),
-        "numpy": np.__version__, "torch": torch_version(), "pillow": PIL.__version__,
-        "opencv": _version("cv2"), "psutil": psutil.__version__,
-        "start_method": multiprocessing.get_start_method(),
-        "dataloader_commit": _git("rev-parse", "--short", "HEAD"),
-        "dataloader_changed_files": len(
-            (_git("status", "--porcelain", "dataloader") or "").splitlines()),
-    }
-
-
-def _version(module: str) -> str | None:
-    try:
-        return __import__(module).__version__
-    except ImportError:
-        return None
-
-
-def _git(*args: str) -> str | None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        done = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None

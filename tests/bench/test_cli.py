@@ -1,4 +1,5 @@
-"""Smoke test of tools/bench.py: tiny quick runs, in a subprocess, through the command line.
+"""Smoke test of the main bench (dataloader.bench.cli): tiny quick runs, in a subprocess, through
+its command lines: the launcher ``tools/bench.py`` and ``python -m dataloader bench``.
 
 No speed is asserted: the numbers depend on the machine. What is checked is that the tool
 runs end to end, prints a row per (workload, loader, num_workers), writes JSON whose numbers
@@ -19,8 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from dataloader.bench import cli
+
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "tools" / "bench.py"
+LAUNCHER = [sys.executable, str(ROOT / "tools" / "bench.py")]
+MODULE = [sys.executable, "-m", "dataloader", "bench"]
 WORKLOADS = ("tiny", "images", "decode")
 SETTINGS = ("preload", "cv2", "pyloop", "monitor")
 POOLS = ("matmul",)  # torchconv needs torch; both run with the settings, --no-torch
@@ -37,7 +41,7 @@ def _torch_importable() -> bool:
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     command = [
-        sys.executable, str(BENCH), "--quick", "--reps", "1", "--seconds", "0.05",
+        *LAUNCHER, "--quick", "--reps", "1", "--seconds", "0.05",
         "--workloads", ",".join(WORKLOADS), "--workers", "0,2", "--json", str(out),
     ]
     return _bench(command, out)
@@ -58,7 +62,7 @@ def settings_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bench-settings")
     out, png = folder / "bench.json", folder / "bench.png"
     command = [
-        sys.executable, str(BENCH), "--quick", "--reps", "1", "--seconds", "0.05",
+        *MODULE, "--quick", "--reps", "1", "--seconds", "0.05",
         "--workloads", ",".join(("tiny", *SETTINGS, *POOLS)), "--no-torch", "--json", str(out),
     ] + (["--plot", str(png)] if HAS_MATPLOTLIB else [])
     stdout, result = _bench(command, out)
@@ -119,7 +123,7 @@ def test_targets_are_judged(quick_run):
 
 def test_bad_arguments_are_refused():
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--workloads", "nope"], capture_output=True, text=True,
+        [*LAUNCHER, "--workloads", "nope"], capture_output=True, text=True,
         timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 2
@@ -184,7 +188,7 @@ def test_an_earlier_json_is_reprinted(settings_run, tmp_path):
     path = tmp_path / "earlier.json"
     path.write_text(json.dumps(result))
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--from-json", str(path)], capture_output=True, text=True,
+        [*LAUNCHER, "--from-json", str(path)], capture_output=True, text=True,
         timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 0, done.stderr
@@ -193,29 +197,24 @@ def test_an_earlier_json_is_reprinted(settings_run, tmp_path):
 
 
 def test_the_default_run_has_every_workload_and_their_own_worker_counts():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import bench
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    config, _ = bench.parse_args([])
+    config, _ = cli.parse_args([])
     expected = list(WORKLOADS) + [w for w in SETTINGS if w != "cv2" or HAS_CV2] + list(POOLS)
     expected += ["torchconv"] if importlib.util.find_spec("torch") is not None else []
     assert sorted(config.workloads) == sorted(expected)
     assert config.workers_for("preload") == (0, 2) and config.workers_for("pyloop") == (2,)
     assert config.workers_for("matmul") == (2,)
     assert config.workers_for("tiny") == config.workers_for("monitor") == (0, 2)
-    config, _ = bench.parse_args(["--workers", "1"])
+    config, _ = cli.parse_args(["--workers", "1"])
     assert config.workers_for("preload") == config.workers_for("tiny") == (1,)
 
 
 def test_plot_without_matplotlib_says_so_before_measuring():
     code = (
-        "import sys; sys.modules['matplotlib'] = None; sys.path.insert(0, sys.argv[1]); "
-        "import bench; sys.exit(bench.main(['--quick', '--plot', 'never.png']))"
+        "import sys; sys.modules['matplotlib'] = None; from dataloader.bench import main; "
+        "sys.exit(main(['--quick', '--plot', 'never.png']))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT / "tools")], capture_output=True, text=True,
+        [sys.executable, "-c", code], capture_output=True, text=True,
         timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 2
@@ -223,10 +222,10 @@ def test_plot_without_matplotlib_says_so_before_measuring():
 
 
 @pytest.mark.timeout(120)
-def test_the_cli_loads_the_tool_and_its_siblings_by_path(tmp_path):
+def test_the_cli_runs_the_package_from_outside_the_repository(tmp_path):
     out = tmp_path / "bench.json"
     command = [
-        sys.executable, "-m", "dataloader", "bench", "--quick", "--seconds", "0.05",
+        *MODULE, "--quick", "--seconds", "0.05",
         "--workloads", "tiny", "--workers", "0", "--no-torch", "--json", str(out),
     ]
     _, result = _bench(command, out, cwd=tmp_path)

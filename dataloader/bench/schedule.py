@@ -10,32 +10,26 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
 from dataloader import Dataset, SequentialSampler
-from _bench_config import BenchConfig
-from _bench_loaders import (
-    MatmulStep, monitoring, one_blas_thread, our_loader, plain_batches, run_spec,
-)
-from _bench_measure import (
+
+from .batches import plain_batches
+from .config import BenchConfig
+from .loaders import MatmulStep, monitoring, one_blas_thread, our_loader, run_spec
+from .machine import torch_version
+from .measure import (
     Measurement, TreeMemorySampler, measure, measure_ideal, memcpy_bandwidth, wait_for_quiet,
 )
-from _bench_workloads import (
+from .repetitions import rotated
+from .workloads import (
     IDEAL, LOAD_ONLY, MONITOR, OURS, PRELOAD, STEP_ONLY, THREAD, WORKLOADS, Workload,
 )
 
 _MIB = 2**20
 Log = Callable[[str], None]
-
-
-def torch_version() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch.__version__
 
 
 def loaders_for(config: BenchConfig, name: str, workers: int) -> list[str]:
@@ -138,7 +132,7 @@ def _measure_group(name: str, dataset: Dataset, workers: int, rep: int, config: 
                    sampler: TreeMemorySampler, log: Log, step: MatmulStep | None
                    ) -> list[Measurement]:
     """One run of each loader, in this repetition's rotation of the order."""
-    loaders = _rotated(loaders_for(config, name, workers), rep)
+    loaders = rotated(loaders_for(config, name, workers), rep)
     return [_measure_one(loader, name, dataset, workers, rep, config, sampler, log, step)
             for loader in loaders]
 
@@ -159,12 +153,6 @@ def _quiet_group(measure_group: Callable[[], list[Measurement]], config: BenchCo
     for run in group:
         run.disturbed = noisy
     return group
-
-
-def _rotated(items: Sequence, shift: int) -> list:
-    items = list(items)
-    shift %= len(items)
-    return items[shift:] + items[:shift]
 
 
 def _warmup(config: BenchConfig, workers: int) -> int:

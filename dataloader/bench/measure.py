@@ -18,11 +18,12 @@ import psutil
 
 from dataloader import Dataset
 from dataloader.memory import process_tree_memory
-from dataloader._device.structure import leaves
-from _bench_loaders import RunSpec, plain_batches, touch
+
+from .batches import leaves, plain_batches, touch
+from .loaders import RunSpec, close_iterator
 
 if TYPE_CHECKING:
-    from _bench_config import BenchConfig
+    from .config import BenchConfig
 
 _NAN = float("nan")
 
@@ -162,14 +163,13 @@ def measure(spec: RunSpec, seconds: float, warmup: int, sampler: TreeMemorySampl
         bytes_per_sample = sum(np.asarray(leaf).nbytes for leaf in leaves(batch)) / size
         timed = _timed(iterator, spec.consume, seconds, warmup, size)
         sampler.sample()
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            close()
+        close_iterator(iterator)
         del iterator, batch  # PyTorch's iterator stops (and joins) its workers when dropped
         leftover = _reap()
     return {
         "first_batch_s": first, "peak_pss": sampler.peak_pss, "peak_rss": sampler.peak_rss,
-        "peak_memory": sampler.peak_memory, "bytes_per_sample": bytes_per_sample, "leftover_processes": leftover, **timed,
+        "peak_memory": sampler.peak_memory, "bytes_per_sample": bytes_per_sample,
+        "leftover_processes": leftover, **timed,
         **clock.stop(), "stages_ms": _stage_means(stats),
     }
 
@@ -244,7 +244,8 @@ def measure_ideal(dataset: Dataset, batch_size: int, count: int, seconds: float,
     return {
         "rate": sum(s / t for s, t, _, _ in results), "first_batch_s": _NAN,
         "peak_pss": sampler.peak_pss, "peak_rss": sampler.peak_rss,
-        "peak_memory": sampler.peak_memory, "bytes_per_sample": results[0][3], "samples_total": sum(r[2] for r in results),
+        "peak_memory": sampler.peak_memory, "bytes_per_sample": results[0][3],
+        "samples_total": sum(r[2] for r in results),
         "leftover_processes": _reap(), **clock.stop(),
     }
 
@@ -300,6 +301,7 @@ def wait_for_quiet(limit: float, threshold: float = 0.3, window: float = 0.3) ->
 
 
 def read_lines(path: str) -> list[str]:
+    """The lines of ``path`` (/proc files), or none where it cannot be read."""
     try:
         with open(path) as handle:
             return handle.readlines()

@@ -1,21 +1,14 @@
-"""tools/bench_gpu.py: its pairing of runs, its refusal without a GPU, and (where one exists) a
-quick run end to end. No speed is asserted."""
+"""dataloader.bench.gpu (tools/bench_gpu.py): its pairing of runs, its refusal without a GPU,
+and (where one exists) a quick run end to end. No speed is asserted."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-TOOLS = str(Path(__file__).resolve().parents[2] / "tools")
-sys.path.insert(0, TOOLS)
-try:
-    import bench_gpu
-    from bench_gpu import OURS, PRELOAD, STEP_ONLY, TORCH, Run
-finally:
-    sys.path.remove(TOOLS)
+from dataloader.bench import gpu as bench_gpu
+from dataloader.bench.gpu import OURS, PRELOAD, STEP_ONLY, TORCH, Run
 
 
 def _run(label: str, rep: int, rate: float) -> Run:

@@ -1,0 +1,47 @@
+"""Batches as the bench sees them: their arrays, what the consumer does with each, and the plain
+loop (``dataset[i]`` for each index, then ``np.stack``) that every loader is compared with."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from dataloader import Dataset
+
+
+def leaves(batch: Any) -> list:
+    """Every array (or number) of a nested batch of dicts, lists and tuples, depth first."""
+    if isinstance(batch, dict):
+        return [leaf for value in batch.values() for leaf in leaves(value)]
+    if isinstance(batch, (list, tuple)):
+        return [leaf for value in batch for leaf in leaves(value)]
+    return [batch]
+
+
+def touch(batch: Any) -> float:
+    """What the consumer does with every batch, whoever made it: sum 16 values of each array."""
+    total = 0.0
+    for leaf in leaves(batch):
+        array = leaf.numpy() if hasattr(leaf, "numpy") else np.asarray(leaf)
+        total += float(array.reshape(-1)[:16].sum())
+    return total
+
+
+def plain_batches(
+    dataset: Dataset, order: list[int], batch_size: int, forever: bool = False
+) -> Iterator[tuple]:
+    """The batches of ``order`` made by the plain loop; with ``forever``, epoch after epoch."""
+    while order:
+        for start in range(0, len(order), batch_size):
+            yield stack([dataset[i] for i in order[start : start + batch_size]])
+        if not forever:
+            return
+
+
+def stack(samples: list) -> tuple:
+    """The baseline's collation: arrays stacked, numbers into a 1-d array."""
+    return tuple(
+        np.stack(column) if isinstance(column[0], np.ndarray) else np.array(column)
+        for column in zip(*samples)
+    )

@@ -1,0 +1,162 @@
+"""Benchmark this loader against ``torch.utils.data.DataLoader`` and against no loader at all.
+
+Three workloads compare loaders, each for every ``num_workers`` asked for (default 0 and 2):
+
+- ``tiny``: per-sample overhead. 2M samples of (float32[8], int), batches of 256.
+- ``images``: bandwidth. 3x224x224 uint8 images taken from a preallocated pool, batches of 64;
+  making a sample costs nothing, so moving the batch from worker to consumer dominates.
+- ``decode``: CPU work. 256 JPEGs encoded with Pillow at start-up and kept as bytes; each sample
+  decodes one and crops it at random to 3x160x160 uint8, batches of 32.
+
+Per workload and worker count, each repetition runs our loader, PyTorch's, the "no-loader"
+baseline (one plain loop in this process making the same batches: the same ``dataset[i]``
+calls, then ``np.stack``) and, for ``num_workers=n >= 2``, the "ideal" (n forked processes each
+running that plain loop on its share, nothing sent anywhere: the most n workers could give on
+this machine). The order rotates every repetition, so a drift of the noisy machine hits all
+alike; ratios are formed within a repetition and the table quotes their medians.
+
+Four more compare settings of our loader: ``preload`` (preload off and on against a consumer
+whose step takes as long as loading a batch; num_workers 0 and 2), ``cv2`` and ``pyloop``
+(thread against process workers, num_workers 2, on a transform that releases the GIL and on
+one that holds it) and ``monitor`` (``DATALOADER_MONITOR=1`` against the default). Two more
+compare the loaders (no ideal) on transforms whose library runs its own thread pool:
+``matmul`` (NumPy, BLAS) and ``torchconv`` (a PyTorch convolution), num_workers 2. All nine
+run by default (cv2 where OpenCV is importable, torchconv where torch is): ~6.5 minutes on 2
+quiet cores. The method and a full run are in docs/performance.md; the modules beside this
+one hold the parts: ``workloads`` (datasets), ``loaders`` (the ways of making batches),
+``measure`` (one run), ``schedule`` (all runs), ``summary`` (rows and targets), ``tables``
+(text) and ``plot`` (``--plot``).
+
+Usage: ``python -m dataloader bench [--quick] [--reps N] [--workloads tiny,images,...]
+[--workers 0,2] [--seconds S] [--no-torch] [--json out.json] [--plot out.png] [-v]`` (or
+``python tools/bench.py ...`` in a checkout). From Python: ``run(BenchConfig(...))`` returns
+the table rows, ``report(config)`` everything, and ``main(argv)`` is the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from typing import Any, Callable, Sequence
+
+from .config import BenchConfig
+from .machine import machine, torch_version
+from .measure import Measurement
+from .options import (
+    add_json, add_quick, add_reps, add_seconds, add_workers, add_workloads, new_parser,
+)
+from .output import write_json
+from .repetitions import median
+from .tables import format_report
+from .schedule import measure_all
+from .summary import summarize, targets
+from .workloads import WORKLOADS, default_workloads, missing_module
+
+def run(
+    config: BenchConfig | None = None, log: Callable[[str], None] = lambda line: None
+) -> list[dict]:
+    """Measure and return the table rows (see :func:`summarize`)."""
+    return report(config or BenchConfig(), log)["rows"]
+
+
+def report(config: BenchConfig, log: Callable[[str], None] = lambda line: None) -> dict:
+    """Everything a run produced: machine, config, checks, rows, targets and every run."""
+    started = time.perf_counter()
+    measured = measure_all(config, log)
+    info = machine()
+    rows = summarize(measured["runs"], measured["memcpy"], info["cpus_available"])
+    return {
+        "machine": info, "config": asdict(config), "torch": torch_version() is not None
+        and config.use_torch, "checks": measured["checks"],
+        "calibration": measured["calibration"],
+        "memcpy_bytes_per_s": median(measured["memcpy"]), "memcpy_per_rep": measured["memcpy"],
+        "rows": rows, "targets": targets(rows),
+        "runs": [asdict(r) for r in measured["runs"]],
+        "discarded_runs": [asdict(r) for r in measured["discarded"]],
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def resummarize(path: str) -> dict:
+    """An earlier report with its rows and targets computed afresh from its runs."""
+    with open(path) as handle:
+        result = json.load(handle)
+    runs = [Measurement(**run) for run in result["runs"]]
+    memcpy = [result["memcpy_bytes_per_s"]] * (1 + max(r.rep for r in runs))
+    memcpy = result.get("memcpy_per_rep") or memcpy
+    result["rows"] = summarize(runs, memcpy, result["machine"].get("cpus_available") or 2)
+    result["targets"] = targets(result["rows"])
+    return result
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namespace]:
+    """The configuration the command line asks for, and the parsed options."""
+    parser = new_parser(__doc__)
+    add_quick(parser, "one short rep on small datasets")
+    add_reps(parser, None, "repetitions (default 5, --quick 1)")
+    add_seconds(parser, None, "measured seconds per run (default 1.5)")
+    add_workloads(parser, None, None, f"comma-separated, among {','.join(WORKLOADS)} (default: all)")
+    add_workers(parser, None, "num_workers values, comma-separated (default 0,2; given, it also "
+                "replaces the own values of preload, cv2, pyloop, matmul and torchconv)")
+    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch's loader out")
+    parser.add_argument(
+        "--patience", type=float, help="seconds to spend in all waiting for a quiet machine "
+        "and re-measuring disturbed groups (default 150, --quick 0)")
+    add_json(parser, "also write everything as JSON here")
+    parser.add_argument("--plot", metavar="PNG", help="also draw throughput and our loader's "
+                        "stage times into this PNG (needs matplotlib)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log every run to stderr")
+    parser.add_argument(
+        "--from-json", metavar="PATH", help="measure nothing: re-summarize the runs of an "
+        "earlier --json file and print its table")
+    args = parser.parse_args(argv)
+    chosen = args.workloads or default_workloads()
+    for name in [] if args.workloads else [w for w in WORKLOADS if w not in chosen]:
+        print(f"bench: leaving {name} out: it needs {missing_module(name)}, which is not "
+              "importable here", file=sys.stderr)
+    overrides: dict[str, Any] = {
+        "workloads": tuple(dict.fromkeys(chosen)),
+        "workers": tuple(args.workers or (0, 2)),
+        "own_workers": args.workers is None,
+        "use_torch": not args.no_torch,
+    }
+    for name in ("reps", "seconds", "patience"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    return (BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)), args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: measure (or re-read ``--from-json``), print, and write what was asked."""
+    try:
+        config, args = parse_args(argv)
+    except ValueError as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 2
+    if args.plot:
+        from .plot import PlotUnavailable, pyplot
+
+        try:
+            pyplot()  # before measuring for minutes, not after
+        except PlotUnavailable as error:
+            print(f"bench: {error}", file=sys.stderr)
+            return 2
+    quiet = lambda line: None
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else quiet
+    result = resummarize(args.from_json) if args.from_json else report(config, log)
+    print(format_report(result))
+    if args.json:
+        write_json(args.json, result)
+    if args.plot:
+        from .plot import plot
+
+        info = result["machine"]
+        plot(result["rows"], args.plot, f"dataloader {info.get('dataloader_commit') or ''} on "
+             f"{info['cpus_available']} CPUs ({info['cpu']}); medians of {result['config']['reps']}"
+             " rep(s)")
+        print(f"\nplot written to {args.plot}")
+    return 0
+

@@ -1,0 +1,26 @@
+"""dataloader.bench.batches: the arrays of a nested batch, and the plain loop's batches."""
+
+import numpy as np
+
+from dataloader import ArrayDataset
+from dataloader.bench.batches import leaves, plain_batches, stack, touch
+
+
+def test_leaves_walks_dicts_lists_and_tuples_depth_first():
+    a, b, c = np.zeros(2), np.ones(3), np.arange(4)
+    assert [x is y for x, y in zip(leaves({"x": (a, [b]), "y": c}), (a, b, c))] == [True] * 3
+    assert leaves(a)[0] is a and leaves(()) == []
+
+
+def test_touch_sums_the_first_values_of_every_array():
+    assert touch((np.arange(20), {"y": np.ones((2, 2))})) == sum(range(16)) + 4
+
+
+def test_plain_batches_stack_arrays_and_numbers():
+    dataset = ArrayDataset(np.arange(10).reshape(5, 2), [7, 8, 9, 10, 11])
+    batches = list(plain_batches(dataset, [4, 0, 2], 2))
+    assert [b[1].tolist() for b in batches] == [[11, 7], [9]]
+    assert batches[0][0].tolist() == [[8, 9], [0, 1]]
+    forever = plain_batches(dataset, [1], 1, forever=True)
+    assert [next(forever)[1].tolist() for _ in range(3)] == [[8]] * 3
+    assert stack([(np.zeros(2), 1)])[1].dtype.kind == "i"
