@@ -10,9 +10,9 @@ from ._validate import (
     check_bool,
     check_choice,
     check_non_negative_int,
-    check_non_negative_number,
     check_optional_seed,
     check_positive_int,
+    check_timeout,
 )
 from .errors import ArgumentTypeError, ArgumentValueError
 
@@ -25,7 +25,7 @@ class LoaderOptions:
     """Every knob of a :class:`DataLoader` besides its building blocks."""
 
     num_workers: int = 0
-    # 0 waits forever, as in MegEngine and PyTorch.
+    # 0 waits forever, as in MegEngine and PyTorch; so does infinity, stored as 0.
     timeout: float = 0.0
     preload: bool = False
     parallel_stream: bool = False
@@ -53,14 +53,29 @@ class LoaderOptions:
     repeats: int = 1
 
     def __post_init__(self) -> None:
-        check_non_negative_int("num_workers", self.num_workers)
-        check_non_negative_number("timeout", self.timeout, "Use 0 to wait forever.")
-        check_bool("preload", self.preload)
-        check_bool("parallel_stream", self.parallel_stream)
-        check_positive_int("prefetch_factor", self.prefetch_factor)
-        check_bool("persistent_workers", self.persistent_workers)
-        check_bool("in_order", self.in_order)
-        check_optional_seed("seed", self.seed)
+        # Checked values are stored as the checks return them (a NumPy integer as an int,
+        # an infinite timeout as 0), so nothing downstream meets a type it did not expect.
+        checked = {
+            "num_workers": check_non_negative_int("num_workers", self.num_workers),
+            "timeout": check_timeout("timeout", self.timeout),
+            "preload": check_bool("preload", self.preload),
+            "parallel_stream": check_bool("parallel_stream", self.parallel_stream),
+            "prefetch_factor": check_positive_int("prefetch_factor", self.prefetch_factor),
+            "persistent_workers": check_bool("persistent_workers", self.persistent_workers),
+            "in_order": check_bool("in_order", self.in_order),
+            "seed": check_optional_seed("seed", self.seed),
+            "preload_depth": check_positive_int("preload_depth", self.preload_depth),
+            "pin_memory": check_bool("pin_memory", self.pin_memory),
+            "buffer_size": check_non_negative_int("buffer_size", self.buffer_size),
+            "buffer_on_request": check_bool("buffer_on_request", self.buffer_on_request),
+            "repeats": check_positive_int("repeats", self.repeats),
+        }
+        if self.shm_budget is not None:
+            checked["shm_budget"] = check_positive_int("shm_budget", self.shm_budget, "It is a number of bytes.")
+        if self.epoch_size is not None:
+            checked["epoch_size"] = check_positive_int("epoch_size", self.epoch_size)
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
         if self.persistent_workers and self.num_workers == 0:
             raise ArgumentValueError(
                 "`persistent_workers=True` needs worker processes; got num_workers=0. "
@@ -70,21 +85,12 @@ class LoaderOptions:
             raise ArgumentTypeError(
                 f"`worker_init_fn` must be callable (worker_id) -> None; got {self.worker_init_fn!r}."
             )
-        if self.shm_budget is not None:
-            check_positive_int("shm_budget", self.shm_budget, "It is a number of bytes.")
         _check_context(self.multiprocessing_context)
         check_choice("worker_type", self.worker_type, WORKER_TYPES)
-        check_positive_int("preload_depth", self.preload_depth)
-        check_bool("pin_memory", self.pin_memory)
-        if self.epoch_size is not None:
-            check_positive_int("epoch_size", self.epoch_size)
-        check_non_negative_int("buffer_size", self.buffer_size)
-        check_bool("buffer_on_request", self.buffer_on_request)
         if self.buffer_on_request and not self.buffer_size:
             raise ArgumentValueError(
                 "`buffer_on_request=True` needs a buffer; got buffer_size=0. Set buffer_size >= 1."
             )
-        check_positive_int("repeats", self.repeats)
 
     def context(self) -> multiprocessing.context.BaseContext:
         """The multiprocessing context workers start from."""

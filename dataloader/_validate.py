@@ -6,6 +6,7 @@ what is allowed, in one shape: "`batch_size` must be a positive integer; got 0."
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -47,6 +48,27 @@ def check_non_negative_number(name: str, value: Any, hint: str = "") -> float:
     return float(value)
 
 
+# The longest finite wait, in seconds: the executor waits with ``poll()``, which takes a C int
+# of milliseconds (2**31 - 1 ms is about 24.8 days). Longer waits are "forever" in practice.
+MAX_TIMEOUT = 2**31 // 1000
+
+
+def check_timeout(name: str, value: Any, hint: str = "Use 0 (or float('inf')) to wait forever.") -> float:
+    """Return ``value`` in seconds, 0.0 meaning "wait forever"; infinity is taken as 0.0.
+
+    A finite value above :data:`MAX_TIMEOUT` is refused here rather than overflowing the
+    first wait that uses it.
+    """
+    seconds = check_non_negative_number(name, value, hint)
+    if math.isinf(seconds):
+        return 0.0
+    if seconds > MAX_TIMEOUT:
+        raise ArgumentValueError(
+            f"`{name}` must be at most {MAX_TIMEOUT} seconds (about 24 days); got {value!r}.{_sep(hint)}"
+        )
+    return seconds
+
+
 def check_bool(name: str, value: Any) -> bool:
     """Return ``value``, or raise if it is not a bool."""
     if not isinstance(value, bool):
@@ -66,13 +88,48 @@ def check_optional_seed(name: str, value: Any) -> int | None:
 
 
 def check_has_apply(name: str, value: Any, kind: str) -> Any:
-    """Raise unless ``value`` has a callable ``apply`` (a Transform or a Collator)."""
+    """Raise unless ``value`` has a callable ``apply`` (a Transform or a Collator instance)."""
+    check_not_a_class(name, value, kind)
     if not callable(getattr(value, "apply", None)):
         raise ArgumentTypeError(
             f"`{name}` must be a {kind} (an object with an `apply` method); "
             f"got {type(value).__name__}. Subclass dataloader.{kind} or give it an `apply` method."
         )
     return value
+
+
+def check_not_a_class(name: str, value: Any, kind: str) -> None:
+    """Raise if ``value`` is a class: the user passed ``T`` where ``T()`` was meant, which
+    otherwise fails only at the first batch (``apply()`` missing its ``self``)."""
+    if isinstance(value, type):
+        raise ArgumentTypeError(
+            f"`{name}` must be a {kind} instance; got the class {value.__name__}. Pass an "
+            f"instance, {value.__name__}(...), not the class itself."
+        )
+
+
+def check_len(name: str, value: Any) -> int | None:
+    """``len(value)``, or None when it has none (no ``__len__``, or one raising ``TypeError``,
+    as a stream's has). Raise when ``__len__`` returns anything but an integer >= 0, which
+    ``len()`` would refuse only later, with a bare ``ValueError`` or ``TypeError``."""
+    length = getattr(type(value), "__len__", None)
+    if length is None:
+        return None
+    try:
+        size = length(value)
+    except TypeError:
+        return None
+    if not _is_int(size):
+        raise ArgumentTypeError(
+            f"`len({name})` must be a non-negative integer; {type(value).__name__}.__len__ "
+            f"returned {size!r}."
+        )
+    if size < 0:
+        raise ArgumentValueError(
+            f"`len({name})` must be a non-negative integer; {type(value).__name__}.__len__ "
+            f"returned {size!r}."
+        )
+    return int(size)
 
 
 def check_choice(name: str, value: Any, choices: tuple) -> Any:

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 
 from ._stages.buffering import BufferedIterator
 from ._stages.consumer import Echo
-from ._validate import check_non_negative_number, check_positive_int
+from ._validate import check_positive_int, check_timeout
 
 __all__ = ["BufferedIterator", "ThreadBuffer", "buffer_iterator"]
 
@@ -27,7 +27,7 @@ class ThreadBuffer:
     def __init__(self, source: Iterable, buffer_size: int = 1, timeout: float | None = None, repeats: int = 1) -> None:
         self.source = source
         self.buffer_size = check_positive_int("buffer_size", buffer_size)
-        self.timeout = None if timeout is None else check_non_negative_number("timeout", timeout)
+        self.timeout = None if timeout is None else check_timeout("timeout", timeout)
         self.repeats = check_positive_int("repeats", repeats)
 
     def __iter__(self) -> Any:

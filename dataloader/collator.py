@@ -127,21 +127,67 @@ def _collate_arrays(values: Sequence[Any], path: str) -> np.ndarray:
     if len(shapes) > 1:
         _ragged(arrays, path)
     dtype = _promote(dtypes, path)
+    casting = "same_kind"
+    if dtype.kind == "f" and all(d.kind in "iu" for d in dtypes) and arrays[0].size:
+        # Signed with uint64 promotes to float64: keep the integers exact in the type that
+        # holds them all (checked, so the cast from the others' type loses nothing).
+        dtype = _integer_dtype(min(a.min() for a in arrays), max(a.max() for a in arrays), arrays, path)
+        casting = "unsafe"
     out = _alloc.empty((len(arrays), *arrays[0].shape), dtype)
-    _fill(lambda: np.stack(arrays, out=out), path)
+    _fill(lambda: np.stack(arrays, out=out, casting=casting), path)
     return out
 
 
 def _collate_numbers(values: Sequence[Any], path: str) -> np.ndarray:
     column = _fill(lambda: np.asarray(values), path)
-    if column.dtype.hasobject:  # e.g. a Python int beyond 64 bits
-        raise CollateError(
-            f"Cannot collate `{path}`: its numbers do not fit one numpy dtype "
-            f"(first value {values[0]!r}); {_FIX}."
-        )
+    if column.dtype.kind in "fO" and all(map(_is_integer, values)):
+        # NumPy makes float64 of integers past int64 (losing the digits above 2**53) and
+        # objects of integers past uint64: keep them exact in the 64-bit type that holds them.
+        column = np.array([int(v) for v in values], _integer_dtype(min(values), max(values), values, path))
+    elif column.dtype.hasobject:  # an integer past 64 bits beside floats or bools
+        i = next((i for i, v in enumerate(values) if _is_integer(v) and not _fits_64(v)), 0)
+        _too_wide(values[i], i, path)
     out = _alloc.empty(column.shape, column.dtype)
     out[...] = column
     return out
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _fits_64(number: Any) -> bool:
+    return -(2**63) <= number < 2**64
+
+
+def _integer_dtype(lowest: Any, highest: Any, values: Sequence[Any], path: str) -> np.dtype:
+    """int64 or uint64, whichever holds every integer from ``lowest`` to ``highest``; else a
+    CollateError naming the value (and the sample, among ``values``) that does not fit."""
+    lowest, highest = int(lowest), int(highest)
+    if lowest >= -(2**63) and highest < 2**63:
+        return np.dtype(np.int64)
+    if lowest >= 0 and highest < 2**64:
+        return np.dtype(np.uint64)
+    for number in (highest, lowest):
+        if not _fits_64(number):
+            _too_wide(number, _sample_of(values, number), path)
+    raise CollateError(
+        f"Cannot collate `{path}`: the integer {highest} in sample {_sample_of(values, highest)} "
+        f"needs uint64, which cannot hold the negative {lowest} in sample "
+        f"{_sample_of(values, lowest)}; {_FIX}."
+    )
+
+
+def _too_wide(number: Any, sample: int, path: str) -> None:
+    raise CollateError(
+        f"Cannot collate `{path}`: the integer {number} in sample {sample} fits neither int64 "
+        f"nor uint64; {_FIX}."
+    )
+
+
+def _sample_of(values: Sequence[Any], number: int) -> int:
+    """The first sample (a number or an integer array) that holds ``number``."""
+    return next((i for i, v in enumerate(values) if np.any(np.asarray(v, dtype=object) == number)), 0)
 
 
 def _collate_text(values: Sequence[Any], path: str) -> list:

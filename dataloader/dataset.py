@@ -100,7 +100,8 @@ class ArrayDataset(Dataset):
         """One bulk read per array when every array is a NumPy array of numbers (or bools)."""
         if not self._bulk:
             return [self[i] for i in indices]
-        batch = tuple(_take(array, indices) for array in self.arrays)
+        positions = _positions(indices, self._length)
+        batch = tuple(_take(array, positions) for array in self.arrays)
         return Collated(batch, len(indices), rows=lambda: [self[i] for i in indices])
 
     def __len__(self) -> int:
@@ -142,8 +143,15 @@ class ConcatDataset(Dataset):
         return self.datasets[which][index - start]
 
 
-def _take(array: np.ndarray, indices: list[int]) -> np.ndarray:
+def _positions(indices: list[int], length: int) -> np.ndarray:
+    """``indices`` as an array of positions in ``[0, length)``, negative ones counted from the end."""
     positions = np.asarray(indices, dtype=np.intp)
-    if positions.size and (positions.min() < -len(array) or positions.max() >= len(array)):
-        raise IndexError(f"index out of range for an array of length {len(array)}: {indices}")
-    return np.take(array, positions, axis=0, out=batch_array((len(positions), *array.shape[1:]), array.dtype))
+    if positions.size and (positions.min() < -length or positions.max() >= length):
+        raise IndexError(f"index out of range for an array of length {length}: {indices}")
+    return np.where(positions < 0, positions + length, positions)
+
+
+def _take(array: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    out = batch_array((len(positions), *array.shape[1:]), array.dtype)
+    # The positions are checked, so "clip" is exact; unlike the default mode it writes straight into out.
+    return np.take(array, positions, axis=0, out=out, mode="clip")

@@ -111,14 +111,38 @@ class DataLoader:
         return self._pipeline.stats()
 
     def close(self) -> None:
-        """Stop persistent workers, if any. Iterators stop their own workers."""
+        """Stop persistent workers, if any, ending an epoch still open on them (its next
+        ``next()`` says so). Iterators stop their own workers.
+
+        A loader that is garbage collected needs no ``close()``: its pipeline closes itself once
+        neither the loader nor an open epoch refers to it.
+        """
         self._pipeline.close()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+    def __getstate__(self) -> dict:
+        """Pickle the configuration only: the building blocks, the options and the epoch.
+
+        Workers, shared memory and running iterators belong to this process; a copy (in
+        another process, say) builds its own pipeline when it is unpickled and starts its
+        workers when first iterated, at the epoch this loader would run next.
+        """
+        spec = self._pipeline.spec
+        return {
+            "dataset": spec.dataset,
+            "sampler": spec.sampler,
+            "transform": self._transform,
+            "collator": spec.collator,
+            "options": self.options,
+            "epoch": self._pipeline.epoch,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.options = state["options"]
+        self._transform = state["transform"]
+        self._pipeline = Pipeline(
+            state["dataset"], state["sampler"], self._transform, state["collator"], self.options
+        )
+        self._pipeline.epoch = state["epoch"]
 
     def __len__(self) -> int:
         length = self._pipeline.length()

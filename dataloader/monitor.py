@@ -10,10 +10,11 @@ the trace); older ones are folded into sums, so an epoch that never ends (an
 
 Environment switches, read when an iterator starts:
 
-- ``DATALOADER_MONITOR=1`` logs the stage table every
-  ``DATALOADER_MONITOR_FREQUENCY`` batches (default 10) through the
-  ``dataloader`` logger; MegEngine's ``MGE_DATA_MONITOR`` and
-  ``MGE_DATA_MONITOR_FREQUENCY`` are honoured too.
+- ``DATALOADER_MONITOR=1`` logs the stage table through the ``dataloader``
+  logger every ``DATALOADER_MONITOR_INTERVAL`` seconds (default 10), or every
+  ``DATALOADER_MONITOR_FREQUENCY`` batches when that is set instead (both set:
+  every N batches, at most once per interval). MegEngine's ``MGE_DATA_MONITOR``
+  and ``MGE_DATA_MONITOR_FREQUENCY`` are honoured too.
 - ``DATALOADER_TRACE=path.json`` writes a Chrome Trace Event file (opens in
   Perfetto) when the epoch ends or its iterator closes.
 """
@@ -35,6 +36,9 @@ logger = logging.getLogger("dataloader")
 
 STAGES = ("fetch", "transform", "collate", "transport", "wait", "preload")
 _DEFAULT_FREQUENCY = 10
+# Seconds between reports unless a batch count is asked for: a report every few batches of an
+# endless epoch wrote megabytes a minute; one every 10 s is a few lines a minute at any speed.
+_DEFAULT_INTERVAL = 10.0
 # Events kept one by one, per kind: at about 0.5 KB a batch, at most ~10 MB however long the
 # epoch. Counts, totals and means cover the whole epoch; p50, p95 and the trace the kept ones.
 KEEP = 10_000
@@ -42,10 +46,19 @@ KEEP = 10_000
 
 @dataclass(frozen=True)
 class MonitorSettings:
-    """What the environment asked for when an iterator started."""
+    """What the environment asked for when an iterator started.
+
+    Reports are on when ``log_every`` (batches) or ``log_interval`` (seconds) is set; with
+    both, a report comes every ``log_every`` batches at most once per ``log_interval``.
+    """
 
     log_every: int | None = None
     trace_path: str | None = None
+    log_interval: float | None = None
+
+    @property
+    def reporting(self) -> bool:
+        return self.log_every is not None or self.log_interval is not None
 
     def make_visible(self) -> None:
         """With monitoring asked for, make sure its INFO reports reach the terminal.
@@ -55,7 +68,7 @@ class MonitorSettings:
         logger gets INFO level and, if no handler is configured anywhere, one
         to stderr.
         """
-        if self.log_every is None or logger.isEnabledFor(logging.INFO):
+        if not self.reporting or logger.isEnabledFor(logging.INFO):
             return
         logger.setLevel(logging.INFO)
         if not logger.hasHandlers():
@@ -64,14 +77,37 @@ class MonitorSettings:
     @classmethod
     def from_env(cls, environ: Any = None) -> "MonitorSettings":
         env = os.environ if environ is None else environ
-        enabled = _truthy(env.get("DATALOADER_MONITOR", env.get("MGE_DATA_MONITOR", "")))
+        trace_path = env.get("DATALOADER_TRACE") or None
+        if not _truthy(env.get("DATALOADER_MONITOR", env.get("MGE_DATA_MONITOR", ""))):
+            return cls(None, trace_path)
         raw = env.get("DATALOADER_MONITOR_FREQUENCY", env.get("MGE_DATA_MONITOR_FREQUENCY", ""))
-        try:
-            frequency = max(1, int(raw)) if raw else _DEFAULT_FREQUENCY
-        except ValueError:
-            logger.warning("DATALOADER_MONITOR_FREQUENCY=%r is not an integer; using %d", raw, _DEFAULT_FREQUENCY)
-            frequency = _DEFAULT_FREQUENCY
-        return cls(frequency if enabled else None, env.get("DATALOADER_TRACE") or None)
+        frequency = _frequency(raw) if raw else None
+        raw_interval = env.get("DATALOADER_MONITOR_INTERVAL", "")
+        interval = _interval(raw_interval) if raw_interval else None
+        if frequency is None and interval is None:
+            interval = _DEFAULT_INTERVAL
+        return cls(frequency, trace_path, interval)
+
+
+def _frequency(raw: str) -> int:
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        logger.warning("DATALOADER_MONITOR_FREQUENCY=%r is not an integer; using %d", raw, _DEFAULT_FREQUENCY)
+        return _DEFAULT_FREQUENCY
+
+
+def _interval(raw: str) -> float:
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        logger.warning(
+            "DATALOADER_MONITOR_INTERVAL=%r is not a number of seconds >= 0; using %g", raw, _DEFAULT_INTERVAL
+        )
+        return _DEFAULT_INTERVAL
+    return seconds
 
 
 def _truthy(value: str) -> bool:
@@ -141,6 +177,8 @@ class Recorder:
         self._lock = threading.Lock()
         self.handed_out = 0
         self._keep = max(KEEP if keep is None else keep, self.settings.log_every or 0)
+        self._reporting = self.settings.reporting
+        self._reported = (0, self.started)  # batches handed out and time at the latest report
         self.pids: dict[int, int] = {}
         self.shared_memory = lambda: 0
         self._written = False
@@ -169,14 +207,23 @@ class Recorder:
         self.handed_out += 1
         if len(self.waits) >= 2 * self._keep:
             self._fold("waits")
-        every = self.settings.log_every
-        if every and self.handed_out % every == 0 and logger.isEnabledFor(logging.INFO):
-            # The last `every` batches only: a summary of everything so far would
+        if self._reporting and self._report_due(end) and logger.isEnabledFor(logging.INFO):
+            # The batches since the last report only: a summary of everything so far would
             # cost more with every report.
+            last = min(self.handed_out - self._reported[0], len(self.waits))
+            self._reported = (self.handed_out, end)
             logger.info(
                 "DataLoader stages after %d batches (the last %d):\n%s",
-                self.handed_out, every, self.snapshot(last=every).table(),
+                self.handed_out, last, self.snapshot(last=last).table(),
             )
+
+    def _report_due(self, now: float) -> bool:
+        """Whether a periodic report is due (see :class:`MonitorSettings`)."""
+        every, interval = self.settings.log_every, self.settings.log_interval
+        done, at = self._reported
+        if every is not None and self.handed_out - done < every:
+            return False
+        return interval is None or now - at >= interval
 
     def _fold(self, kind: str) -> None:
         """Fold the oldest ``keep`` events of ``kind`` into ``folded``. Each kind has one writer

@@ -17,7 +17,13 @@ from typing import Any, Iterator, Sequence, Sized
 
 import numpy as np
 
-from ._validate import check_bool, check_non_negative_int, check_optional_seed, check_positive_int
+from ._validate import (
+    check_bool,
+    check_len,
+    check_non_negative_int,
+    check_optional_seed,
+    check_positive_int,
+)
 from .errors import ArgumentTypeError, ArgumentValueError
 
 __all__ = [
@@ -81,7 +87,7 @@ class MapSampler(Sampler):
         if num_samples is not None:
             num_samples = check_positive_int("num_samples", num_samples)
         self.num_samples: int = size if num_samples is None else num_samples  # before sharding
-        self.world_size, self.rank = _resolve_world(world_size, rank)
+        self.world_size, self.rank = resolve_world(world_size, rank)
         seed = check_optional_seed("seed", seed)
         self.seed: int = _default_seed(self.world_size) if seed is None else seed
         self.samples_per_rank = -(-self.num_samples // self.world_size)
@@ -208,7 +214,7 @@ class Infinite(Sampler):
     def __init__(self, sampler: Sampler) -> None:
         if not hasattr(type(sampler), "__iter__"):
             raise ArgumentTypeError(f"`sampler` must be a Sampler; got {type(sampler).__name__}.")
-        if _known_len(sampler) == 0:
+        if check_len("sampler", sampler) == 0:  # None: no length (a stream)
             raise ArgumentValueError(
                 f"`sampler` must yield at least one batch to repeat; got a "
                 f"{type(sampler).__name__} with len() == 0. Lower `batch_size` or set "
@@ -290,23 +296,14 @@ def _split(indices: np.ndarray, batch_size: int, drop_last: bool) -> Iterator[li
             yield flat[i : i + batch_size]
 
 
-def _known_len(sampler: Any) -> int | None:
-    """Return ``len(sampler)``, or None when it has no length (a stream)."""
-    try:
-        return len(sampler)
-    except TypeError:
-        return None
-
-
 def _dataset_len(dataset: Any) -> int:
-    """Return ``len(dataset)``, or raise if it has none or is empty."""
-    try:
-        size = len(dataset)
-    except TypeError:
+    """Return ``len(dataset)``, or raise if it has none, an invalid one, or is empty."""
+    size = check_len("dataset", dataset)
+    if size is None:
         raise ArgumentTypeError(
             f"`dataset` must have a length (a map-style Dataset); got {type(dataset).__name__}. "
             "A StreamDataset goes with StreamSampler."
-        ) from None
+        )
     if size == 0:
         raise ArgumentValueError("`dataset` must not be empty; got a dataset of length 0.")
     return size
@@ -355,8 +352,12 @@ def _check_weights(weights: Any, size: int) -> np.ndarray:
     return arr
 
 
-def _resolve_world(world_size: Any, rank: Any) -> tuple[int, int]:
-    """Return (world_size, rank) from the arguments, else the environment, else (1, 0)."""
+def resolve_world(world_size: Any, rank: Any) -> tuple[int, int]:
+    """Return (world_size, rank) from the arguments, else the environment, else (1, 0).
+
+    Every reader that shards by rank uses it (the samplers, ``dataloader.columnar``'s streams),
+    so all of them read the same arguments and variables the same way.
+    """
     if world_size is None and rank is not None:
         raise ArgumentValueError(
             f"`rank` was given ({rank!r}) without `world_size`; pass both, or neither to read "

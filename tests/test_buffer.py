@@ -63,6 +63,12 @@ def test_timeout_when_the_source_stalls():
     iterator.close()
 
 
+def test_an_infinite_timeout_waits_forever_and_a_longer_than_poll_one_is_refused():
+    assert list(ThreadBuffer(range(3), timeout=float("inf"))) == [0, 1, 2]  # was an OverflowError
+    with pytest.raises(ArgumentValueError, match=r"`timeout` must be at most 2147483 seconds"):
+        ThreadBuffer(range(3), timeout=1e13)
+
+
 def test_close_joins_the_thread_even_while_it_waits_for_room():
     iterator = BufferedIterator(iter(range(1000)), buffer_size=1)
     next(iterator)

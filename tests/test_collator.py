@@ -294,6 +294,48 @@ def test_number_too_big_for_int64_raises():
         collate([(2**70,), (1,)])
 
 
+@pytest.mark.parametrize(
+    "values, dtype",
+    [
+        ([1, 2**53 + 1], np.int64),
+        ([1, 2**63], np.uint64),  # was float64: 2**63 + 1 came back as 2**63
+        ([2**63 + 1, 0], np.uint64),
+        ([1, 2**64 - 1], np.uint64),
+        ([-(2**63), 2**63 - 1], np.int64),
+        ([np.uint64(2**63 + 1), np.int64(1)], np.uint64),
+        ([np.uint64(1), -1], np.int64),
+    ],
+)
+def test_large_integers_stay_exact_in_the_64_bit_type_that_holds_them(values, dtype):
+    batch = collate(values)
+    assert batch.dtype == dtype
+    assert [int(v) for v in batch] == [int(v) for v in values]
+
+
+@pytest.mark.parametrize(
+    "values, text",
+    [
+        ([1, 2**70], r"the integer 1180591620717411303424 in sample 1 fits neither int64 nor uint64"),
+        ([1, -(2**63) - 1], r"the integer -9223372036854775809 in sample 1 fits neither int64 nor uint64"),
+        ([1.5, 2**70], r"the integer 1180591620717411303424 in sample 1 fits neither int64 nor uint64"),
+        ([-1, 3, 2**63], r"the integer 9223372036854775808 in sample 2 needs uint64, which cannot hold "
+                         r"the negative -1 in sample 0"),
+    ],
+)
+def test_integers_no_64_bit_type_holds_name_the_one_that_does_not_fit(values, text):
+    with pytest.raises(CollateError, match=rf"Cannot collate `sample`: {text}; return numpy arrays"):
+        collate(values)
+
+
+def test_integer_arrays_of_int64_and_uint64_stay_integers():
+    batch = collate([np.array([1, 2]), np.array([2**63, 3], dtype=np.uint64)])
+    assert batch.dtype == np.uint64 and batch.tolist() == [[1, 2], [2**63, 3]]
+    assert collate([np.array([-1]), np.array([7], dtype=np.uint64)]).dtype == np.int64
+    with pytest.raises(CollateError, match=r"the integer 9223372036854775808 in sample 1 needs uint64, "
+                       r"which cannot hold the negative -1 in sample 0"):
+        collate([np.array([-1, 0]), np.array([2**63, 0], dtype=np.uint64)])
+
+
 def test_unconvertible_array_like_raises_collate_error():
     class Broken:
         def __array__(self, dtype=None, copy=None):

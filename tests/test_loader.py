@@ -1,3 +1,5 @@
+import math
+import pickle
 import random
 import threading
 import time
@@ -16,9 +18,9 @@ from dataloader import (
     StreamDataset,
     StreamSampler,
 )
-from dataloader.errors import ArgumentTypeError, ArgumentValueError, LoaderTimeoutError
-from dataloader.transform import Transform
-from tests.harness import collect
+from dataloader.errors import ArgumentTypeError, ArgumentValueError, LoaderTimeoutError, WorkerError
+from dataloader.transform import PseudoTransform, Transform
+from tests.harness import assert_same_batches, collect
 
 
 class Range(StreamDataset):
@@ -215,3 +217,215 @@ def test_infinite_sampler_keeps_going():
     got = [next(iterator)[0].tolist() for _ in range(4)]
     assert got == [[0.0, 1.0], [2.0], [0.0, 1.0], [2.0]]
     iterator.close()
+
+
+# -- arguments that used to be accepted, then fail at the first batch -------------------------
+
+
+class Jitter(Transform):
+    """Adds a draw from numpy's global generator: the batches show the seed they were made with."""
+
+    def apply(self, input):
+        return tuple(x + np.random.randint(1000) for x in input)
+
+
+class NumbersStream(StreamDataset):
+    def __iter__(self):
+        return iter(np.arange(8, dtype=np.int64))
+
+
+class ListFromIter(StreamDataset):
+    """``__iter__`` returns a list, not an iterator."""
+
+    def __iter__(self):
+        return [np.int64(1), np.int64(2)]
+
+
+class SingleIndices:
+    """A sampler that yields single indices, not lists of them."""
+
+    def __iter__(self):
+        return iter(range(4))
+
+    def __len__(self):
+        return 4
+
+
+class NegativeIndex:
+    """A sampler whose second batch reaches back with -1."""
+
+    def __iter__(self):
+        return iter([[0, 1], [-1, 2]])
+
+    def __len__(self):
+        return 2
+
+
+class Sized:
+    """A map dataset or sampler whose ``__len__`` returns ``size``."""
+
+    def __init__(self, size):
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        return np.int64(index)
+
+    def __iter__(self):
+        return iter([[0]])
+
+
+def _workers(num_workers, method="fork", **options):
+    return dict(num_workers=num_workers, multiprocessing_context=method if num_workers else None, **options)
+
+
+def _jittered(seed, num_workers=0, method="fork"):
+    dataset = arrays(12)
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=4), transform=Jitter(), seed=seed,
+                        **_workers(num_workers, method))
+    return collect(loader)
+
+
+def test_a_numpy_integer_seed_is_an_ordinary_seed():
+    loader = DataLoader(arrays(), seed=np.int64(3), num_workers=np.int64(0), prefetch_factor=np.int32(2))
+    assert type(loader.options.seed) is int and loader.options.seed == 3
+    assert type(loader.options.num_workers) is int and type(loader.options.prefetch_factor) is int
+    assert_same_batches(_jittered(np.int64(3)), _jittered(3))
+
+
+def test_a_numpy_integer_seed_seeds_workers(no_leaks, start_method):
+    assert_same_batches(_jittered(np.uint64(3), 2, start_method), _jittered(3))
+
+
+def test_the_largest_seed_seeds_every_worker(no_leaks):
+    """Worker k seeds with seed + k: past 2**64 torch's generator refused it and the worker died."""
+    pytest.importorskip("torch")
+    assert_same_batches(_jittered(2**64 - 1, 2), _jittered(2**64 - 1))
+
+
+@pytest.mark.parametrize("kind", ["map", "stream"])
+def test_an_infinite_timeout_waits_forever_in_this_process(kind):
+    dataset, sampler = (arrays(8), None) if kind == "map" else (NumbersStream(), StreamSampler(batch_size=4))
+    loader = DataLoader(dataset, sampler, timeout=math.inf)
+    assert loader.timeout == 0
+    assert len(collect(loader)) in (8, 2)
+
+
+def test_an_infinite_timeout_waits_forever_in_workers(no_leaks, start_method):
+    dataset = arrays(16)
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=4), timeout=float("inf"),
+                        **_workers(2, start_method))
+    assert [b[1].tolist() for b in loader] == [[0, 10, 20, 30], [40, 50, 60, 70], [80, 90, 100, 110],
+                                               [120, 130, 140, 150]]
+
+
+@pytest.mark.parametrize("timeout", [2**31 / 1000, 3e6, 1e300])
+def test_a_timeout_longer_than_a_wait_can_be_is_refused_at_construction(timeout):
+    with pytest.raises(ArgumentValueError, match=r"`timeout` must be at most 2147483 seconds \(about 24 days\)"):
+        DataLoader(arrays(), timeout=timeout, num_workers=2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"transform": PseudoTransform}, "transform"),
+        ({"collator": Collator}, "collator"),
+        ({"sampler": SequentialSampler}, "sampler"),
+    ],
+)
+def test_a_class_in_place_of_an_instance_is_refused_at_construction(kwargs, name):
+    cls = next(iter(kwargs.values()))
+    with pytest.raises(ArgumentTypeError, match=rf"`{name}` must be a .* instance; got the class {cls.__name__}\."):
+        DataLoader(arrays(), **kwargs)
+
+
+def test_a_dataset_class_in_place_of_a_dataset_is_refused_at_construction():
+    with pytest.raises(ArgumentTypeError, match=r"`dataset` must be a dataset instance; got the class ArrayDataset\."):
+        DataLoader(ArrayDataset)
+
+
+@pytest.mark.parametrize("size", [-1, 2.5])
+def test_a_len_that_len_refuses_is_refused_at_construction(size):
+    error = ArgumentValueError if size == -1 else ArgumentTypeError
+    with pytest.raises(error, match=rf"`len\(dataset\)` must be a non-negative integer; Sized.__len__ returned {size}\."):
+        DataLoader(Sized(size))
+    with pytest.raises(error, match=r"`len\(dataset\)`"):
+        DataLoader(Sized(size), NegativeIndex())  # the loader's own sampler does not measure it
+    with pytest.raises(error, match=rf"`len\(sampler\)` must be a non-negative integer; Sized.__len__ returned {size}\."):
+        DataLoader(arrays(), Sized(size))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_sampler_yielding_single_indices_is_a_clear_error(no_leaks, num_workers):
+    loader = DataLoader(arrays(), SingleIndices(), **_workers(num_workers))
+    with pytest.raises(ArgumentTypeError, match=r"`sampler` must yield lists of indices \(it is a batch sampler\); "
+                       r"its batch 0 is int 0\."):
+        next(iter(loader))
+
+
+def test_a_stream_whose_iter_returns_no_iterator_is_a_clear_error():
+    for timeout in (0, 5):  # read directly, or in a helper thread
+        loader = DataLoader(ListFromIter(), StreamSampler(batch_size=2), timeout=timeout)
+        with pytest.raises(ArgumentTypeError, match=r"ListFromIter.__iter__ must return an iterator; got list\."):
+            next(iter(loader))
+
+
+def test_a_parallel_stream_whose_iter_returns_no_iterator_is_a_clear_error(no_leaks, start_method):
+    loader = DataLoader(ListFromIter(), StreamSampler(batch_size=2), parallel_stream=True, **_workers(2, start_method))
+    with pytest.raises(ArgumentTypeError, match=r"ListFromIter.__iter__ must return an iterator") as caught:
+        next(iter(loader))
+    assert isinstance(caught.value, WorkerError)
+
+
+def test_a_negative_index_from_the_sampler_is_an_error_not_the_last_sample():
+    dataset = [np.array([i]) for i in range(5)]  # a list reads dataset[-1] happily
+    iterator = iter(DataLoader(dataset, NegativeIndex()))
+    assert next(iterator).tolist() == [[0], [1]]
+    with pytest.raises(ArgumentValueError, match=r"the sampler gave the negative index -1 \(in \[-1, 2\]\)"):
+        next(iterator)
+
+
+def test_a_negative_index_in_a_worker_is_an_error_at_its_batch(no_leaks, start_method):
+    iterator = iter(DataLoader(Sized(5), NegativeIndex(), **_workers(2, start_method)))
+    assert next(iterator).tolist() == [0, 1]
+    with pytest.raises(ArgumentValueError, match=r"negative index -1") as caught:
+        next(iterator)
+    assert isinstance(caught.value, WorkerError) and caught.value.indices == [-1, 2]
+    iterator.close()
+
+
+# -- pickling -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_running_loader_pickles_its_configuration(no_leaks, num_workers):
+    dataset = arrays(12)
+    loader = DataLoader(dataset, RandomSampler(dataset, batch_size=4, seed=1), transform=Jitter(), seed=5,
+                        persistent_workers=num_workers > 0, **_workers(num_workers))
+    iterator = iter(loader)
+    next(iterator)
+
+    copy = pickle.loads(pickle.dumps(loader))
+
+    iterator.close()
+    assert copy.options == loader.options and len(copy) == len(loader) == 3
+    assert_same_batches(collect(copy), collect(loader))  # both at the same epoch, with fresh pipelines
+    copy.close()
+    loader.close()
+
+
+class UnknownLength:
+    """A sampler whose length cannot be known: fine with epoch_size, which never asks."""
+
+    def __iter__(self):
+        return iter([[0, 1], [2]])
+
+    def __len__(self):
+        raise NotImplementedError("an endless sampler")
+
+
+def test_a_len_that_raises_is_left_for_when_a_length_is_needed():
+    loader = DataLoader(arrays(), UnknownLength(), epoch_size=3)
+    assert [b[0].tolist() for b in loader] == [[0.0, 1.0], [2.0], [0.0, 1.0]]

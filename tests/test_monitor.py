@@ -44,8 +44,8 @@ def loaders(kind, **options):
 
 def test_settings_from_env_and_megengine_aliases():
     assert MonitorSettings.from_env({}) == MonitorSettings(None, None)
-    assert MonitorSettings.from_env({"DATALOADER_MONITOR": "1"}).log_every == 10
-    assert MonitorSettings.from_env({"MGE_DATA_MONITOR": "1", "MGE_DATA_MONITOR_FREQUENCY": "3"}).log_every == 3
+    assert MonitorSettings.from_env({"DATALOADER_MONITOR": "1"}) == MonitorSettings(None, None, 10.0)
+    assert MonitorSettings.from_env({"MGE_DATA_MONITOR": "1", "MGE_DATA_MONITOR_FREQUENCY": "3"}) == MonitorSettings(3)
     assert MonitorSettings.from_env({"DATALOADER_MONITOR": "0", "MGE_DATA_MONITOR": "1"}).log_every is None
     assert MonitorSettings.from_env({"DATALOADER_TRACE": "/tmp/x.json"}).trace_path == "/tmp/x.json"
 
@@ -71,6 +71,70 @@ def test_monitor_env_logs_the_stage_table_every_n_batches(kind, options, monkeyp
     assert "verdict:" in reports[-1]
     if options.get("num_workers"):
         assert "\ntransport " in reports[-1]
+
+
+def test_settings_interval_and_frequency_from_env(caplog):
+    on = {"DATALOADER_MONITOR": "1"}
+    assert MonitorSettings.from_env({**on, "DATALOADER_MONITOR_INTERVAL": "2.5"}) == MonitorSettings(None, None, 2.5)
+    assert MonitorSettings.from_env({**on, "DATALOADER_MONITOR_INTERVAL": "0"}).log_interval == 0.0
+    both = MonitorSettings.from_env({**on, "DATALOADER_MONITOR_FREQUENCY": "5", "DATALOADER_MONITOR_INTERVAL": "1"})
+    assert both == MonitorSettings(5, None, 1.0)
+    assert MonitorSettings.from_env({"DATALOADER_MONITOR_INTERVAL": "1"}) == MonitorSettings(None, None)  # off
+    for bad in ("soon", "-1", "inf", "nan"):
+        with caplog.at_level(logging.WARNING, logger="dataloader"):
+            assert MonitorSettings.from_env({**on, "DATALOADER_MONITOR_INTERVAL": bad}).log_interval == 10.0
+        assert f"DATALOADER_MONITOR_INTERVAL={bad!r} is not a number of seconds >= 0; using 10" in caplog.text
+
+
+def _reports(caplog):
+    return [r for r in caplog.records if "DataLoader stages after" in r.getMessage()]
+
+
+def _endless(dataset=None):
+    dataset = ArrayDataset(np.arange(40)) if dataset is None else dataset
+    return DataLoader(dataset, Infinite(SequentialSampler(dataset, batch_size=4)))
+
+
+def test_monitor_on_an_endless_epoch_reports_by_time_not_by_batch(monkeypatch, caplog):
+    """At the old default (every 10 batches) an endless epoch logged 9.7 MB in 3 minutes."""
+    monkeypatch.setenv("DATALOADER_MONITOR", "1")
+    monkeypatch.delenv("DATALOADER_MONITOR_FREQUENCY", raising=False)
+    monkeypatch.delenv("MGE_DATA_MONITOR_FREQUENCY", raising=False)
+    monkeypatch.delenv("DATALOADER_MONITOR_INTERVAL", raising=False)
+    iterator = iter(_endless())
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="dataloader"):
+        for _ in range(2000):
+            next(iterator)
+    iterator.close()
+    assert time.monotonic() - started < 10  # within the first 10 s interval: no report yet
+    assert _reports(caplog) == []
+
+
+@pytest.mark.parametrize("frequency", [None, "1"])
+def test_monitor_interval_spaces_the_reports(monkeypatch, caplog, frequency):
+    monkeypatch.setenv("DATALOADER_MONITOR", "1")
+    monkeypatch.setenv("DATALOADER_MONITOR_INTERVAL", "0.25")
+    monkeypatch.delenv("MGE_DATA_MONITOR_FREQUENCY", raising=False)
+    if frequency is None:
+        monkeypatch.delenv("DATALOADER_MONITOR_FREQUENCY", raising=False)
+    else:  # every batch, but at most once per interval
+        monkeypatch.setenv("DATALOADER_MONITOR_FREQUENCY", frequency)
+    iterator = iter(_endless(Slow()))  # 8 ms a batch: each window's batches are all kept
+    batches = 0
+    with caplog.at_level(logging.INFO, logger="dataloader"):
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:
+            next(iterator)
+            batches += 1
+    iterator.close()
+    reports = _reports(caplog)
+    assert 2 <= len(reports) <= 5 < batches, (len(reports), batches)
+    gaps = [b.created - a.created for a, b in zip(reports, reports[1:])]
+    assert min(gaps) >= 0.2, gaps  # measured after each report is formatted, which takes a moment
+    covered = [int(r.getMessage().split("(the last ")[1].split(")")[0]) for r in reports]
+    after = [int(r.getMessage().split("after ")[1].split(" ")[0]) for r in reports]
+    assert covered == [after[0]] + [b - a for a, b in zip(after, after[1:])]  # each its own window
 
 
 def test_monitor_is_silent_by_default(monkeypatch, caplog):

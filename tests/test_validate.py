@@ -48,3 +48,53 @@ def test_has_apply_names_the_fix():
 def test_choice():
     with pytest.raises(ArgumentValueError, match="'a', 'b'"):
         v.check_choice("mode", "c", ("a", "b"))
+
+
+def test_timeout_infinity_waits_forever_and_a_wait_poll_cannot_do_is_refused():
+    assert v.check_timeout("timeout", math.inf) == 0.0  # like 0: wait forever
+    assert v.check_timeout("timeout", 2.5) == 2.5
+    assert v.check_timeout("timeout", v.MAX_TIMEOUT) == v.MAX_TIMEOUT
+    # poll() takes a C int of milliseconds: 2**31 ms overflowed at the first wait.
+    for too_long in (2**31 / 1000, 1e12):
+        with pytest.raises(ArgumentValueError, match=r"`timeout` must be at most 2147483 seconds .*; got"):
+            v.check_timeout("timeout", too_long)
+    for bad in (-1, math.nan):
+        with pytest.raises(ArgumentValueError, match="`timeout` must be a number >= 0"):
+            v.check_timeout("timeout", bad)
+
+
+def test_has_apply_refuses_the_class_in_place_of_an_instance():
+    from dataloader import Collator
+    from dataloader.transform import PseudoTransform
+
+    for cls, kind in ((PseudoTransform, "Transform"), (Collator, "Collator")):
+        with pytest.raises(ArgumentTypeError, match=rf"must be a {kind} instance; got the class {cls.__name__}\. "
+                           rf"Pass an instance, {cls.__name__}\(\.\.\.\), not the class itself\."):
+            v.check_has_apply("x", cls, kind)
+
+
+class _Sized:
+    def __init__(self, size):
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+
+class _Unsized:
+    def __len__(self):
+        raise TypeError("no length")
+
+
+def test_check_len_refuses_what_len_would_refuse_later():
+    import numpy as np
+
+    assert v.check_len("dataset", _Sized(3)) == 3
+    assert type(v.check_len("dataset", _Sized(np.int64(3)))) is int
+    assert v.check_len("dataset", object()) is None
+    assert v.check_len("sampler", _Unsized()) is None
+    with pytest.raises(ArgumentValueError, match=r"`len\(dataset\)` must be a non-negative integer; "
+                       r"_Sized.__len__ returned -1\."):
+        v.check_len("dataset", _Sized(-1))
+    with pytest.raises(ArgumentTypeError, match=r"_Sized.__len__ returned 2.5\."):
+        v.check_len("dataset", _Sized(2.5))

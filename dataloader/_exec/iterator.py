@@ -1,12 +1,22 @@
-"""What ``iter(loader)`` returns: one epoch, closable, a context manager."""
+"""What ``iter(loader)`` returns: one epoch, closable, a context manager.
+
+A ``next()`` never ends without saying why. The epoch's own end is ``StopIteration``; an epoch
+ended by someone else is a :class:`~dataloader.DataLoaderError` that says who: another thread
+that called ``close()`` while ``next()`` waited (that call only), or the loader, when a newer
+``iter(loader)`` or ``loader.close()`` took away the persistent workers or the fixed-size feed
+the epoch ran on (every later call too).
+"""
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager, nullcontext
 from time import perf_counter
 from typing import Any, Iterator
 
+from .._stages.occupancy import Stopped
 from .._stages.stage import Stage
+from ..errors import DataLoaderError
 from ..monitor import Recorder, Stats
 
 
@@ -14,27 +24,47 @@ class LoaderIterator(Stage):
     """One epoch of batches.
 
     ``close()`` (or leaving a ``with`` block, or garbage collection) stops the
-    epoch's workers and threads and frees its shared memory; it is idempotent.
-    ``buffer`` is the epoch's buffer stage, if any, for :meth:`allow_buffering`.
+    epoch's workers and threads and frees its shared memory; it is idempotent,
+    and safe from any thread. ``buffer`` is the epoch's buffer stage, if any,
+    for :meth:`allow_buffering`.
     """
 
-    def __init__(self, stages: Any, length: int | None, recorder: Recorder | None = None, buffer: Any = None) -> None:
+    def __init__(
+        self, stages: Any, length: int | None, recorder: Recorder | None = None, buffer: Any = None, epoch: int = 0
+    ) -> None:
         super().__init__(stages)
         self._length = length
         self._buffer = buffer
         self.recorder = recorder or Recorder(0)
+        self.epoch = epoch
+        self._lock = threading.Lock()
+        self._inside: set[int] = set()  # threads in next()
+        self._cut_short: set[int] = set()  # of those, the ones another thread's close() came to
+        self._ended_by: tuple[str, str, int | None] | None = None  # see end()
 
     def __next__(self) -> Any:
-        if self.closed:
-            raise StopIteration
+        me = threading.get_ident()
+        with self._lock:
+            if self.closed:
+                self._raise_if_ended(None)
+                raise StopIteration
+            self._inside.add(me)
         start = perf_counter()
         try:
             batch = next(self.upstream)
-            self.recorder.waited(start, perf_counter())
-            return batch
-        except BaseException:  # the end of the epoch (StopIteration) or any failure
-            self.close()
+        except BaseException as error:  # the end of the epoch (StopIteration) or any failure
+            cut_short = self._leave(me)
+            self._close(None, own_end=True)
+            if cut_short:
+                self._raise_cut_short(None if isinstance(error, (Stopped, StopIteration)) else error)
+            if isinstance(error, Stopped):  # closed by the epoch's own end in another next()
+                raise StopIteration from None
             raise
+        if self._leave(me):
+            del batch  # the epoch was closed while it came: it is not handed out
+            self._raise_cut_short(None)
+        self.recorder.waited(start, perf_counter())
+        return batch
 
     def __len__(self) -> int:
         if self._length is None:
@@ -43,12 +73,62 @@ class LoaderIterator(Stage):
 
     def close(self) -> None:
         """Stop this epoch and release what it holds."""
-        if self.closed:
-            return
+        self._close(None)
+
+    def end(self, reason: str, shared: str, newer: int | None = None) -> None:
+        """End this epoch because the loader takes away the ``shared`` things it runs on
+        (``reason``: "superseded" by epoch ``newer``, or "closed" by ``loader.close()``); every
+        later ``next()`` raises a :class:`DataLoaderError` that says so."""
+        self._close((reason, shared, newer))
+
+    def _close(self, ended_by: tuple[str, str, int | None] | None, own_end: bool = False) -> None:
+        """Close once. Unless this is the epoch's own end (exhausted, or failed, in a ``next()``),
+        the other threads in ``next()`` wake (the stages see to it) and raise why."""
+        me = threading.get_ident()
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._ended_by = ended_by
+            if not own_end:
+                self._cut_short |= self._inside - {me}
         try:
-            super().close()
+            self._teardown()
         finally:
             self.recorder.finish()
+
+    def _leave(self, me: int) -> bool:
+        """Leave ``next()``; True if another thread closed the epoch meanwhile."""
+        with self._lock:
+            self._inside.discard(me)
+            if me not in self._cut_short:
+                return False
+            self._cut_short.discard(me)
+            return True
+
+    def _raise_cut_short(self, cause: BaseException | None) -> None:
+        """Raise why the ``next()`` in progress ends without its batch."""
+        self._raise_if_ended(cause)
+        raise DataLoaderError(
+            f"epoch {self.epoch}'s iterator was closed from another thread while next() was waiting "
+            "for a batch: the epoch ended early, without this batch. If that thread stops the loop "
+            "on purpose, catch DataLoaderError here; otherwise close the iterator from the thread "
+            "that iterates it."
+        ) from cause
+
+    def _raise_if_ended(self, cause: BaseException | None) -> None:
+        if self._ended_by is None:
+            return
+        reason, shared, newer = self._ended_by
+        if reason == "superseded":
+            raise DataLoaderError(
+                f"epoch {self.epoch}'s iterator was superseded by a newer iter(loader) (epoch "
+                f"{newer}) on the same {shared}; finish or close one epoch before starting the next."
+            ) from cause
+        raise DataLoaderError(
+            f"epoch {self.epoch}'s iterator was ended by loader.close(), which stops the {shared} it "
+            "ran on; close the loader after its last epoch, or start a new epoch with iter(loader)."
+        ) from cause
 
     @contextmanager
     def allow_buffering(self) -> Iterator[None]:

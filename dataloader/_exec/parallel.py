@@ -7,6 +7,9 @@ blocks on every worker's socket and exit and the wake-up pipe at once (``waiting
 :class:`Inbox` handles what workers send (``inbox.py``), :class:`OverflowGrants` lets a
 worker with full shared memory send inline (``overflow.py``), and :func:`timeout_error`
 says what each worker was doing when no batch came (``timeout_report.py``).
+
+Another thread may close the epoch while one waits in ``next()``: :class:`Occupancy` makes the
+closer wake the waiting thread (the waiter's wake-up pipe) and tear down only once it has left.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 from .._failure import Failure
 from .._options import LoaderOptions
+from .._stages.occupancy import Occupancy, Stopped
 from .._stages.stage import Stage
 from .._stages.task import BatchTask
 from .._workers.pool import WorkerPool
@@ -35,7 +39,8 @@ class ParallelExecutor(Stage):
     """One epoch over a :class:`WorkerPool` or a :class:`ThreadWorkerPool`.
 
     Its upstream is the epoch's ``tasks``, closed with it; ``on_close`` then
-    releases the rest (stops a pool that lives only for this epoch).
+    releases the rest (stops a pool that lives only for this epoch). ``owner`` (the loader's
+    pipeline, which owns persistent workers) is kept alive until the epoch is closed.
     """
 
     def __init__(
@@ -46,8 +51,11 @@ class ParallelExecutor(Stage):
         options: LoaderOptions,
         on_close: Callable[[], None] | None = None,
         recorder: Recorder | None = None,
+        owner: Any = None,
     ) -> None:
         super().__init__(tasks)
+        self._owner = owner
+        self._occupancy = Occupancy()
         self._pool = pool
         self._recorder = recorder or Recorder(len(pool.workers))
         self._recorder.shared_memory = lambda: pool.receiver.mapped_bytes
@@ -64,12 +72,22 @@ class ParallelExecutor(Stage):
         sender.reads_last_words_with(self._waiter.drain)
 
     def __next__(self) -> Any:
+        if not self._occupancy.enter():
+            raise StopIteration
+        try:
+            return self._next()
+        finally:
+            self._occupancy.leave()
+
+    def _next(self) -> Any:
         # Segments of batches the user dropped since the last call ride on the task sent when
         # the next batch is handed out; they go in a message of their own only when no task
         # follows or before the main process blocks (a worker may be waiting for them).
         self._releases.collect()
         deadline = None
         while True:
+            if self._occupancy.stopping:  # closed from another thread, which woke this wait
+                raise Stopped()
             found, value = self._reorder.pop()
             if found:
                 self._dispatcher.handed_out()
@@ -87,9 +105,27 @@ class ParallelExecutor(Stage):
                 raise timeout_error(self._pool, self._timeout)
 
     def close(self) -> None:
+        self.closed = True
+        self._occupancy.close(self._teardown, self._waiter.wake)
+
+    def _teardown(self) -> None:
+        on_close, self._on_close = self._on_close, None
         try:
-            super().close()
+            if on_close is None:
+                self._give_back_segments()
+            super()._teardown()
         finally:
-            if self._on_close is not None:
-                self._on_close, on_close = None, self._on_close
-                on_close()
+            self._waiter.close()
+            try:
+                if on_close is not None:
+                    on_close()
+            finally:
+                self._owner = None  # a loader already dropped now stops its persistent workers
+
+    def _give_back_segments(self) -> None:
+        """Workers that outlive the epoch get back the segments of batches dropped so far."""
+        try:
+            self._releases.collect()
+            self._releases.send_all()
+        except Exception:  # a dead worker, a pool already stopped: nothing left to give back to
+            pass

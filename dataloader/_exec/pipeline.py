@@ -8,7 +8,10 @@ parallel:  source.tasks -> ParallelExecutor(process or thread pool) -----+-> [so
 
 :class:`Pipeline` owns what lives across epochs (the source, persistent
 workers, the epoch counter, the latest epoch's timings); each
-:meth:`Pipeline.open_epoch` assembles a fresh chain over them.
+:meth:`Pipeline.open_epoch` assembles a fresh chain over them. An epoch's
+executor keeps the pipeline alive, so a loader dropped mid-epoch stops its
+workers when that epoch ends, not under it. Epochs that share persistent
+workers or a fixed-size feed run one at a time: a newer one ends the open one.
 """
 
 from __future__ import annotations
@@ -60,15 +63,16 @@ class Pipeline:
         self._last_recorder: Recorder | None = None  # outlives its iterator: stats() after the epoch
 
     def open_epoch(self) -> LoaderIterator:
-        """The iterator of the next epoch."""
+        """The iterator of the next epoch (ending the open one, if they would share workers or a feed)."""
         epoch, self.epoch = self.epoch, self.epoch + 1
+        self._end_open_epoch("superseded", epoch)
         options = self.spec.options
         settings = MonitorSettings.from_env()
         settings.make_visible()
         recorder = Recorder(options.num_workers, settings, options.worker_type)
         executor = self._executor(epoch, recorder)
         stages, buffer = self._consumer_stages(executor, recorder)
-        iterator = LoaderIterator(stages, self.length(), recorder, buffer)
+        iterator = LoaderIterator(stages, self.length(), recorder, buffer, epoch)
         self._last_iterator = weakref.ref(iterator)
         self._last_recorder = recorder
         return iterator
@@ -89,25 +93,54 @@ class Pipeline:
         return self._last_iterator() if self._last_iterator is not None else None
 
     def close(self) -> None:
-        """Stop persistent workers and close the source. Iterators stop their own workers."""
-        pool, self._pool = self._pool, None
+        """End the open epoch if it runs on what this closes, stop persistent workers and close
+        the source. Iterators stop their own workers."""
         try:
-            if pool is not None:
-                pool.shutdown()
+            self._end_open_epoch("closed")
         finally:
-            self.source.close()
+            pool, self._pool = self._pool, None
+            try:
+                if pool is not None:
+                    pool.shutdown()
+            finally:
+                self.source.close()
+
+    def __del__(self) -> None:
+        # The loader and every open epoch are gone (each epoch's executor holds the pipeline).
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _shared(self) -> str:
+        """What consecutive epochs share, in words ('' if nothing: they are independent)."""
+        options = self.spec.options
+        shared = []
+        if options.num_workers and (options.persistent_workers or self.source.worker_restart):
+            shared.append("persistent workers")
+        if options.epoch_size is not None:
+            shared.append("fixed-size feed (epoch_size)")
+        return " and ".join(shared)
+
+    def _end_open_epoch(self, reason: str, newer: int | None = None) -> None:
+        """End the latest epoch, if it is open and runs on what epochs share: its workers are
+        about to serve another epoch, or to stop; its feed to be read by another, or closed."""
+        shared = self._shared()
+        current = self.current_iterator() if shared else None
+        if current is not None:
+            current.end(reason, shared, newer)
 
     def _executor(self, epoch: int, recorder: Recorder) -> Any:
         spec, options = self.spec, self.spec.options
         if options.num_workers == 0:
             maker = BatchMaker(spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True)
-            return SerialExecutor(self.source.tasks(epoch), maker, recorder)
+            return SerialExecutor(self.source.tasks(epoch), maker, recorder, owner=self)
         pool = self._persistent_pool()
         owns_pool = pool is None
         if owns_pool:
             pool = start_pool(spec, self.source)
         on_close = pool.shutdown if owns_pool else None  # a persistent pool outlives the epoch
-        return ParallelExecutor(pool, self.source.tasks(epoch), epoch, options, on_close, recorder)
+        return ParallelExecutor(pool, self.source.tasks(epoch), epoch, options, on_close, recorder, owner=self)
 
     def _persistent_pool(self) -> Any:
         """The pool that outlives epochs (started on first use), or None when each epoch starts its own.
@@ -117,10 +150,7 @@ class Pipeline:
         """
         if not (self.spec.options.persistent_workers or self.source.worker_restart):
             return None
-        if self._pool is not None:
-            current = self.current_iterator()
-            if current is not None:
-                current.close()  # its workers are about to serve this epoch
+        if self._pool is not None:  # the epoch before has been ended (open_epoch)
             if self._pool.broken:
                 self._pool.shutdown()  # a worker died last epoch: start afresh rather than fail forever
                 self._pool = None

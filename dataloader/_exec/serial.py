@@ -4,27 +4,55 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from .._stages.occupancy import Occupancy
 from .._stages.stage import Stage
 from .._stages.task import BatchTask
 from ..monitor import Recorder
 
 
 class SerialExecutor(Stage):
-    """Makes each task's batch on demand with ``maker``; closing it closes the tasks (the source)."""
+    """Makes each task's batch on demand with ``maker``; closing it closes the tasks (the source).
+
+    ``owner`` (the loader's pipeline, which owns a fixed-size feed) is kept alive until the
+    epoch is closed. A close from another thread while a batch is being made here waits for
+    that batch (your code cannot be interrupted) before it closes the tasks.
+    """
 
     def __init__(
         self,
         tasks: Iterator[BatchTask],
         maker: Callable[[BatchTask], Any],
         recorder: Recorder | None = None,
+        owner: Any = None,
     ) -> None:
         super().__init__(tasks)
         self._maker = maker
         self._recorder = recorder
+        self._owner = owner
+        self._occupancy = Occupancy()
 
     def __next__(self) -> Any:
-        task = next(self.upstream)
-        batch = self._maker(task)
-        if self._recorder is not None:
-            self._recorder.batch_made(-1, task.index, getattr(self._maker, "timings", None))
-        return batch
+        if not self._occupancy.enter():
+            raise StopIteration
+        try:
+            task = next(self.upstream)
+            batch = self._maker(task)
+            if self._recorder is not None:
+                self._recorder.batch_made(-1, task.index, getattr(self._maker, "timings", None))
+            return batch
+        finally:
+            self._occupancy.leave()
+
+    def close(self) -> None:
+        self.closed = True
+        self._occupancy.close(self._teardown, _nothing_to_wake)
+
+    def _teardown(self) -> None:
+        try:
+            super()._teardown()
+        finally:
+            self._owner = None
+
+
+def _nothing_to_wake() -> None:
+    """The thread inside is in your code (the dataset, the stream): it returns in its own time."""

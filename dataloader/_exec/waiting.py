@@ -1,12 +1,14 @@
-"""Waiting: one ``poll`` over every worker's socket and exit, and the receiver's wake-up pipe.
+"""Waiting: one ``poll`` over every worker's socket and exit, the receiver's wake-up pipe, and
+the epoch's own wake-up pipe.
 
-One call notices whichever comes first: a message, a worker's exit, or the user dropping a
-batch. There is no polling loop and no ``sleep``.
+One call notices whichever comes first: a message, a worker's exit, the user dropping a batch,
+or another thread closing the epoch. There is no polling loop and no ``sleep``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import select
 import time
 from typing import TYPE_CHECKING
@@ -26,6 +28,30 @@ def _poller(*fds: int) -> "select.poll":
     for fd in fds:
         watch.register(fd, select.POLLIN)
     return watch
+
+
+class _WakeUp:
+    """A pipe whose read end the epoch's ``poll`` watches: another thread that closes the epoch
+    writes to it, and the wait returns at once. Its descriptors close with it."""
+
+    def __init__(self) -> None:
+        self.fd, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+
+    def set(self) -> None:
+        try:
+            os.write(self._write, b"\0")
+        except OSError:  # already written (the pipe is full) or closed: the wait has returned
+            pass
+
+    def close(self) -> None:
+        if self._write >= 0:
+            os.close(self.fd)
+            os.close(self._write)
+            self.fd = self._write = -1
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class Waiter:
@@ -52,6 +78,8 @@ class Waiter:
             self._watched[worker.conn.fileno()] = ("message", worker)
             self._watched[worker.sentinel] = ("exit", worker)
         self._watched[pool.receiver.wakeup_fd] = ("release", None)
+        self._wakeup = _WakeUp()
+        self._watched[self._wakeup.fd] = ("stop", None)
         self._poller = _poller(*self._watched)
         self._has_message = {worker.id: _poller(worker.conn.fileno()) for worker in pool.workers}
 
@@ -74,6 +102,16 @@ class Waiter:
             receiver.sleeping = False
         return self._handle(ready)
 
+    def wake(self) -> None:
+        """Make a ``wait()`` in another thread return now (the epoch is being closed)."""
+        if self._pool.detached:  # a forked child: the pipe is shared with the parent's waiting thread
+            return
+        self._wakeup.set()
+
+    def close(self) -> None:
+        """Close the wake-up pipe; called once no thread waits any more."""
+        self._wakeup.close()
+
     def drain(self, worker: Handle, readable: bool = False) -> None:
         """Handle every message waiting from ``worker`` (``readable``: its socket polled so)."""
         has_message = self._has_message[worker.id]
@@ -95,8 +133,9 @@ class Waiter:
                 self.drain(worker, readable=True)
             elif kind == "exit":
                 exits.append(worker)
-            else:
+            elif kind == "release":
                 self._releases.collect()
+            # "stop": the executor sees that it is stopping as soon as this wait returns
         for worker in exits:
             self.drain(worker)
             self._pool.raise_if_dead(worker)

@@ -12,4 +12,6 @@
 - ``consumer``: stages on the consumer's side (batch maps, data echoing, reassembling chunks).
 - ``buffering``: running upstream ahead in a background thread (the buffer stage, preload's
   thread, the stream timeout, the public ``ThreadBuffer``).
+- ``occupancy``: which thread is inside an executor's ``next()``, so that ``close()`` from
+  another thread wakes it and tears down only once it has left.
 """

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from .._local import using_batch_rng
 from ..collator import Collator
 from ..dataset import Collated
+from ..errors import ArgumentValueError
 from ..transform import PseudoTransform
 from .seeding import batch_seed, seed_all, seeded_then_restored
 from .task import BatchTask, Chunk
@@ -32,11 +33,32 @@ class StageTimes(NamedTuple):
 def fetch(dataset: Any, indices: list[int]) -> list[Any] | Collated:
     """Read the samples at ``indices``; datasets with ``__getitems__`` read in one call,
     which may return the whole batch already collated (:class:`~dataloader.Collated`)."""
+    _check_not_negative(indices)
     getitems = getattr(dataset, "__getitems__", None)
     if getitems is not None:
         got = getitems(indices)
         return got if isinstance(got, Collated) else list(got)
     return [dataset[i] for i in indices]
+
+
+def _check_not_negative(indices: list) -> None:
+    """Refuse a negative index: a list or an array would silently read from its end. One
+    ``min()`` per batch; indices that are not numbers (the keys of a dict) are not checked."""
+    try:
+        lowest = min(indices, default=0)
+        negative = bool(lowest < 0)
+    except (TypeError, ValueError):  # not numbers, or arrays
+        return
+    if negative:
+        raise ArgumentValueError(
+            f"the sampler gave the negative index {lowest} (in {_brief(indices)}); indices must "
+            "be >= 0, or a list-backed dataset silently reads from its end. Fix the sampler."
+        )
+
+
+def _brief(indices: list, shown: int = 8) -> str:
+    head = ", ".join(str(i) for i in indices[:shown])
+    return f"[{head}]" if len(indices) <= shown else f"[{head}, ... ({len(indices)} in all)]"
 
 
 def _transform(transform: Any, samples: list) -> list:

@@ -122,6 +122,8 @@ class BufferedIterator:
                 self._demand = 1
                 self._condition.notify_all()
             while not self._items:
+                if self._stopped:  # closed, maybe by another thread while this call waited
+                    raise StopIteration
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise LoaderTimeoutError(

@@ -24,6 +24,7 @@ import itertools
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from .._validate import check_len, check_not_a_class
 from ..callable_source import CallableSource
 from ..dataset import StreamDataset
 from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
@@ -99,7 +100,7 @@ class MapSource(Source):
 
     def tasks(self, epoch: int) -> Iterator[BatchTask]:
         for index, indices in enumerate(self.sampler):
-            yield BatchTask(epoch, index, indices=list(indices))
+            yield BatchTask(epoch, index, indices=index_list(indices, index))
 
     def length(self) -> int | None:
         return len(self.sampler)
@@ -260,13 +261,36 @@ def build_source(dataset: Any, sampler: Any, options: Any) -> Source:
     return source
 
 
+def index_list(indices: Any, index: int) -> list:
+    """Batch ``index`` of a map sampler as a list; a sampler that yields single indices (not
+    lists of them) is told so here, not by a bare ``TypeError`` from deep in the loader."""
+    try:
+        return list(indices)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"`sampler` must yield lists of indices (it is a batch sampler); its batch {index} "
+            f"is {type(indices).__name__} {indices!r}. Wrap a sampler of single indices so that "
+            "it yields lists, or use SequentialSampler/RandomSampler(dataset, batch_size=...)."
+        ) from None
+
+
 def open_stream(dataset: Any, epoch: int) -> Iterator[Any]:
     """``iter(dataset)`` for ``epoch``: a stream with ``set_epoch`` is told the epoch first,
     so its own shuffles follow the loader's epochs in the main process and in every worker."""
     set_epoch = getattr(dataset, "set_epoch", None)
     if set_epoch is not None:
         set_epoch(epoch)
-    return iter(dataset)
+    make = getattr(type(dataset), "__iter__", None)
+    if make is None:
+        return iter(dataset)
+    stream = make(dataset)
+    if not hasattr(type(stream), "__next__"):  # what iter() would refuse, with a bare TypeError
+        raise ArgumentTypeError(
+            f"{type(dataset).__name__}.__iter__ must return an iterator; got "
+            f"{type(stream).__name__}. Return iter(...) of it, or make __iter__ a generator "
+            "(yield the samples)."
+        )
+    return stream
 
 
 def stream_batch_size(dataset: Any, sampler: Any) -> int:
@@ -286,6 +310,7 @@ def stream_batch_size(dataset: Any, sampler: Any) -> int:
 
 def is_stream(dataset: Any) -> bool:
     """True for a :class:`~dataloader.StreamDataset`, False for a map dataset, else a clear error."""
+    check_not_a_class("dataset", dataset, "dataset")
     if isinstance(dataset, StreamDataset):
         return True
     if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
@@ -314,11 +339,27 @@ def checked_sampler(dataset: Any, sampler: Any) -> Any:
             "a map-style Dataset needs a map sampler; got StreamSampler. Use "
             "SequentialSampler(dataset, batch_size=...) or RandomSampler(dataset, batch_size=...)."
         )
+    check_not_a_class("sampler", sampler, "sampler")
     if not hasattr(sampler, "__iter__"):
         raise ArgumentTypeError(
             f"`sampler` must be iterable (yielding lists of indices); got {type(sampler).__name__}."
         )
+    if not stream:  # len() would refuse a negative length only when called, at iter(loader)
+        _check_length("dataset", dataset)
+        _check_length("sampler", sampler)
     return sampler
+
+
+def _check_length(name: str, value: Any) -> None:
+    """:func:`check_len`, leaving alone a ``__len__`` that raises: the loader may never need
+    that length (it never measures the dataset of a sampler you gave, nor, with
+    ``epoch_size``, the sampler)."""
+    try:
+        check_len(name, value)
+    except DataLoaderError:
+        raise
+    except Exception:
+        pass
 
 
 def batches_of(stream: Iterator[T], size: int) -> Iterator[list[T]]:

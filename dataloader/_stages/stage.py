@@ -35,6 +35,11 @@ class Stage:
         if self.closed:
             return
         self.closed = True
+        self._teardown()
+
+    def _teardown(self) -> None:
+        """Release what this stage holds, then close upstream (a stage that may be closed from
+        another thread decides when; see ``occupancy``)."""
         try:
             self._release()
         finally:

@@ -2,6 +2,7 @@
 
 - ``segment``: one anonymous shared-memory segment (memfd), created by a worker,
   mapped by the main process from a passed file descriptor.
+- ``mapping``: shared mappings that hold no file descriptor (``mmap.mmap`` keeps one).
 - ``arena``: the worker's pool of reusable segments and the bump allocator the
   collator writes batches into.
 - ``codec``: a batch -> (small metadata, buffers in a segment) and back, with

@@ -9,14 +9,20 @@ several times the copy itself to fault in.
 
 from __future__ import annotations
 
-import mmap
+import collections
+import errno
+import logging
 import os
+import resource
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from .segment import align, create_fd, map_fd, reserve
+from .mapping import map_shared
+from .segment import align, create_fd, reserve
+
+logger = logging.getLogger("dataloader")
 
 _SMALL_ROUND = 64 * 1024
 _LARGE_ROUND = 1024 * 1024
@@ -28,6 +34,11 @@ _GROWTH = 1.25
 # batches made comes back once the burst is over, while a steady state (where
 # each segment is lent again within a few batches) never recreates one.
 TRIM_WINDOW = 64
+# A worker keeps the descriptors of at most this many segments, the ones it used
+# last: a segment's descriptor is needed only to reserve its headroom, and one per
+# segment would reach ``ulimit -n`` in a worker whose batches the user holds by the
+# hundred. Steady loading cycles through a few segments, all of which keep theirs.
+OPEN_DESCRIPTORS = 16
 
 
 def segment_size(need: int) -> int:
@@ -41,15 +52,19 @@ def segment_size(need: int) -> int:
 class Segment:
     """One mapped segment owned by a worker.
 
-    ``fd`` stays open so that ``back`` can reserve more of the segment when a
-    bigger batch comes; until then only ``backed`` bytes take memory.
+    ``buffer`` is the mapping; it holds no descriptor. ``fd`` stays open only while
+    the segment has headroom no batch has reached, so that ``back`` can reserve
+    it when a bigger batch comes (until then only ``backed`` bytes take memory),
+    and only for the segments its pool used last (:data:`OPEN_DESCRIPTORS`).
+    Without its descriptor a segment holds ``capacity`` bytes: what was backed.
     """
 
     id: int
     size: int
-    buffer: mmap.mmap
+    buffer: memoryview
     fd: int = -1
     backed: int = 0
+    capacity: int = field(init=False)
     address: int = field(init=False)
     free: bool = True
     # When it was last freed (a counter): the most recently freed segment is
@@ -57,15 +72,19 @@ class Segment:
     freed: int = 0
 
     def __post_init__(self) -> None:
+        self.capacity = self.size if self.fd >= 0 else self.backed
         probe = np.frombuffer(self.buffer, np.uint8, count=1)
         self.address = probe.ctypes.data
         del probe
 
     def back(self, nbytes: int) -> None:
-        """Make sure the first ``nbytes`` are backed by memory before they are written."""
+        """Make sure the first ``nbytes`` (at most ``capacity``) are backed by memory before
+        they are written."""
         if nbytes > self.backed:
             reserve(self.fd, self.backed, nbytes - self.backed)
             self.backed = nbytes
+            if nbytes >= self.size:
+                self.close_fd()  # nothing left to reserve
 
     def offset_of(self, view: memoryview) -> int | None:
         """Where ``view`` starts inside this segment, or None if it lies elsewhere."""
@@ -76,14 +95,23 @@ class Segment:
             return start
         return None
 
-    def close(self) -> None:
+    def close_fd(self) -> None:
+        """Give up the descriptor: the segment keeps what is backed, and can grow no more."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        try:
-            self.buffer.close()
-        except BufferError:
-            pass  # a view is still alive somewhere in user code; the GC unmaps it later
+            self.capacity = self.backed
+
+    def close(self) -> None:
+        """Close the descriptor; the mapping goes with the last view of it (batches in flight)."""
+        self.close_fd()
+
+
+_NO_DESCRIPTOR = (errno.EMFILE, errno.ENFILE)
+
+
+class OutOfDescriptors(Exception):
+    """No descriptor could be opened for a new segment (``ulimit -n``); the pool logged why."""
 
 
 class SegmentPool:
@@ -92,6 +120,8 @@ class SegmentPool:
     ``announce(segment, fd)`` tells the main process about a new segment (and
     passes its descriptor); ``retire(segment_id)`` tells it one is gone.
     Segments beyond what recent batches needed are retired (see :data:`TRIM_WINDOW`).
+    When no descriptor can be opened for a new segment, :meth:`acquire` raises
+    :class:`OutOfDescriptors` (after a warning): the batch then travels inline.
     """
 
     def __init__(
@@ -110,6 +140,9 @@ class SegmentPool:
         self._freed = 0
         self._acquired = 0  # acquisitions in the current trim window
         self._peak = 0  # the most segments lent at once in it
+        # Segments whose descriptor is open, least recently used first (see OPEN_DESCRIPTORS).
+        self._open: collections.OrderedDict[int, Segment] = collections.OrderedDict()
+        self._warned = False
 
     @property
     def reserved(self) -> int:
@@ -118,9 +151,11 @@ class SegmentPool:
 
     def acquire(self, need: int) -> Segment | None:
         """A free segment of at least ``need`` bytes, made if the budget allows, else None."""
-        fitting = [s for s in self._segments.values() if s.free and s.size >= need]
+        fitting = [s for s in self._segments.values() if s.free and s.capacity >= need]
         if fitting:
             segment = max(fitting, key=lambda s: s.freed)
+            if segment.fd >= 0:
+                self._open.move_to_end(segment.id)
             segment.back(need)
         else:
             size = segment_size(need)
@@ -167,13 +202,14 @@ class SegmentPool:
         for segment in self._segments.values():
             segment.close()
         self._segments.clear()
+        self._open.clear()
 
     def _make_room(self, size: int) -> bool:
         lent = sum(s.size for s in self._segments.values() if not s.free)
         if lent + size > self.budget:
             return False  # retiring free segments would not be enough: keep them
         # Smallest free segments go first: they are the ones batches outgrew.
-        for segment in sorted(self._segments.values(), key=lambda s: s.size):
+        for segment in sorted(self._segments.values(), key=lambda s: s.capacity):
             if self.reserved + size <= self.budget:
                 break
             if segment.free:
@@ -182,20 +218,51 @@ class SegmentPool:
 
     def _retire_segment(self, segment: Segment) -> None:
         del self._segments[segment.id]
+        self._open.pop(segment.id, None)
         self._retire(segment.id)
         segment.close()
 
     def _create(self, size: int, need: int) -> Segment:
-        fd = create_fd(size, f"{self._name}-{self._next_id}", reserved=need)
         try:
-            segment = Segment(self._next_id, size, map_fd(fd, size), fd, min(need, size))
+            fd = create_fd(size, f"{self._name}-{self._next_id}", reserved=need)
+        except OSError as error:
+            if error.errno not in _NO_DESCRIPTOR:
+                raise
+            raise self._out_of_descriptors(error) from error
+        try:
+            # multiprocessing's send_handle duplicates the socket to pass ``fd``: make sure it
+            # can, before the announcement (after it the main process waits for a descriptor).
+            os.close(os.dup(fd))
+            segment = Segment(self._next_id, size, map_shared(fd, size), fd, min(need, size))
+        except OSError as error:
+            os.close(fd)
+            if error.errno not in _NO_DESCRIPTOR:
+                raise
+            raise self._out_of_descriptors(error) from error
+        try:
             self._announce(segment, fd)
         except BaseException:
-            os.close(fd)
+            segment.close()
             raise
         self._segments[segment.id] = segment
+        self._open[segment.id] = segment
         self._next_id += 1
+        while len(self._open) > OPEN_DESCRIPTORS:
+            self._open.popitem(last=False)[1].close_fd()
         return segment
+
+    def _out_of_descriptors(self, error: OSError) -> OutOfDescriptors:
+        """Say why batches will travel inline (a warning the first time), and what to raise."""
+        log = logger.debug if self._warned else logger.warning
+        self._warned = True
+        log(
+            "DataLoader worker process %d has no file descriptor left for a shared-memory "
+            "segment (%s; the limit is %d); sending batches through a pipe instead (slower). "
+            "Raise the limit (ulimit -n, or resource.setrlimit(resource.RLIMIT_NOFILE, ...) "
+            "before the workers start), or keep fewer files open in the dataset.",
+            os.getpid(), os.strerror(error.errno), resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        )
+        return OutOfDescriptors()
 
 
 class BumpAllocator:
@@ -222,9 +289,13 @@ class BumpAllocator:
         if nbytes == 0 or dtype.hasobject:
             return np.empty(shape, dtype)
         if self._acquire is not None:
-            self.segment, self._acquire = self._acquire(), None
+            acquire, self._acquire = self._acquire, None
+            try:
+                self.segment = acquire()
+            except OutOfDescriptors:
+                self.segment = None  # the batch will travel inline
         start = align(self.used)
-        if self.segment is None or start + nbytes > self.segment.size:
+        if self.segment is None or start + nbytes > self.segment.capacity:
             return np.empty(shape, dtype)
         self.segment.back(start + nbytes)
         self.used = start + nbytes

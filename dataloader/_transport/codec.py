@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .arena import BumpAllocator, Segment, SegmentPool
+from .arena import BumpAllocator, OutOfDescriptors, Segment, SegmentPool
 from .segment import align
 from .skeleton import Plain, SkeletonBook, SkeletonNames, as_bytes, flatten
 
@@ -91,7 +91,8 @@ def pack(
 
     Buffers the collator already wrote into the allocator's segment stay
     where they are; the rest are copied behind them, or everything moves to
-    a bigger segment when they do not fit.
+    a bigger segment when they do not fit. With no descriptor left for a new
+    segment the batch travels inline.
     """
     current = allocator.segment if allocator is not None else None
     if not raws:
@@ -104,7 +105,11 @@ def pack(
         layout = _place_after(current, allocator.used, raws)
         if layout is not None:
             return SharedBatch(current.id, meta, layout)
-    fresh = pool.acquire(total)
+    try:
+        fresh = pool.acquire(total)
+    except OutOfDescriptors:  # no descriptor for a new segment (ulimit -n): send it inline
+        _give_back(pool, current)
+        return inline(meta, raws)
     if fresh is None:
         return None
     layout = _place_after(fresh, 0, raws, reuse=False)
@@ -122,7 +127,7 @@ def _place_after(
         if offsets[i] is None:
             offsets[i] = align(end)
             end = offsets[i] + raw.nbytes
-    if end > segment.size:
+    if end > segment.capacity:
         return None
     segment.back(end)
     for raw, offset, in_place in zip(raws, offsets, reused):

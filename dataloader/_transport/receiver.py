@@ -12,15 +12,15 @@ no system call: it reads the queue before it sleeps again.
 from __future__ import annotations
 
 import collections
-import mmap
 import os
 import weakref
 from typing import Any
 
 import numpy as np
 
+from ..errors import DataLoaderError, SharedMemoryError
 from .codec import InlineBatch, LocalBatch, SharedBatch, decode_inline, decode_shared
-from .segment import map_fd
+from .mapping import map_shared
 from .skeleton import Plain, SkeletonBook
 
 
@@ -28,7 +28,7 @@ class Receiver:
     """Segments mapped from the workers, and the batches lent out of them."""
 
     def __init__(self) -> None:
-        self._maps: dict[tuple[int, int], mmap.mmap] = {}
+        self._maps: dict[tuple[int, int], memoryview] = {}
         self.mapped_bytes = 0
         self._leases: dict[int, weakref.ref] = {}
         self._books: collections.defaultdict[int, SkeletonBook] = collections.defaultdict(SkeletonBook)
@@ -41,6 +41,7 @@ class Receiver:
         self.sleeping = False
         self._signalled = False
         self._closed = False
+        self._owner: int | None = None  # set in a process forked from the owner (see detach)
 
     @property
     def wakeup_fd(self) -> int:
@@ -53,9 +54,17 @@ class Receiver:
         return len(self._leases)
 
     def add_segment(self, worker_id: int, segment_id: int, fd: int, size: int) -> None:
+        """Map a worker's new segment; ``fd`` is closed at once (the mapping needs none)."""
         try:
-            self._maps[(worker_id, segment_id)] = map_fd(fd, size)
+            self._maps[(worker_id, segment_id)] = map_shared(fd, size)
             self.mapped_bytes += size
+        except OSError as error:
+            raise SharedMemoryError(
+                f"cannot map a shared segment of {size / 2**20:.1f} MiB from worker {worker_id}: "
+                f"{os.strerror(error.errno)}. The main process holds {len(self._maps)} segments; "
+                "each batch you keep holds one: keep fewer (copy what you keep), or raise the "
+                "limit on mappings (sysctl vm.max_map_count) or on address space (ulimit -v)."
+            ) from error
         finally:
             os.close(fd)
 
@@ -91,7 +100,14 @@ class Receiver:
             self._released.append((worker_id, payload.segment_id))
 
     def drain(self) -> dict[int, list[int]]:
-        """Segments dropped since the last call, by worker."""
+        """Segments dropped since the last call, by worker (the executor calls it at every
+        ``next()``, so a forked child that calls ``next()`` learns here that it cannot)."""
+        if self._owner is not None:
+            raise DataLoaderError(
+                f"this DataLoader iterator belongs to process {self._owner}; a forked child "
+                f"(process {os.getpid()}) cannot use it: its workers serve the parent. Create a "
+                "new DataLoader in the child, or start a new epoch there with iter(loader)."
+            )
         if self._signalled:
             self._signalled = False
             try:
@@ -104,6 +120,12 @@ class Receiver:
             worker_id, segment_id = self._released.popleft()
             dropped.setdefault(worker_id, []).append(segment_id)
         return dropped
+
+    def detach(self, owner: int) -> None:
+        """In a process forked from ``owner``: close this process's copy of the wake-up pipe (a
+        drop here must not wake the owner), stop listening, and refuse to hand out batches."""
+        self._owner = owner
+        self.close()
 
     def close(self) -> None:
         """Stop listening; mappings stay valid for views the user still holds."""

@@ -5,6 +5,8 @@ Segments are anonymous memory files (``memfd_create``): they have no name in
 and so nothing can leak whichever process dies and however. They are not
 limited by the size of /dev/shm (Docker's 64 MB default), only by memory.
 Where memfd is missing, a file in /dev/shm is created and unlinked at once.
+The transport maps segments with :func:`~dataloader._transport.mapping.map_shared`,
+which holds no descriptor: only the worker keeps one, and not for long.
 Pages are reserved with ``posix_fallocate`` before anything is written to
 them, so a lack of memory is a clear error here, never a SIGBUS in the middle
 of an epoch. Only the bytes a batch needs are reserved; the headroom of a
@@ -54,7 +56,12 @@ def create_fd(size: int, name: str, reserved: int | None = None) -> int:
 
 
 def map_fd(fd: int, size: int) -> mmap.mmap:
-    """Map ``size`` bytes of the shared file ``fd`` read-write."""
+    """Map ``size`` bytes of the shared file ``fd`` read-write, as a ``mmap.mmap``.
+
+    Before Python 3.13 the ``mmap`` keeps a duplicate of ``fd`` until it is closed: the
+    transport maps with :func:`~dataloader._transport.mapping.map_shared` instead, which keeps
+    none. This one is for probes and benchmarks that want ``mmap``'s ``close()``.
+    """
     return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
 
 
@@ -63,8 +70,10 @@ def _anonymous_fd(name: str) -> int:
     if memfd_create is not None:
         try:
             return memfd_create(name, os.MFD_CLOEXEC)
-        except OSError:
-            pass
+        except OSError as error:
+            if error.errno in (errno.EMFILE, errno.ENFILE):
+                raise  # out of descriptors: a file would need one too
+            # Else memfd is refused here (an old kernel, a sandbox): fall back to a file.
     directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
     fd, path = tempfile.mkstemp(prefix=name + "-", dir=directory)
     os.unlink(path)

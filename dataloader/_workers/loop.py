@@ -5,6 +5,11 @@ for room: its shared-memory budget is full of batches the user still holds]
 -> idle ... -> stopped (Shutdown message, the socket closed, or the parent gone).
 The worker never decides what to make: it runs the stages it is handed, task
 by task, in the order the main process sends them.
+
+Whatever fails while starting (unpickling the boot record under spawn and
+forkserver, seeding, ``worker_init_fn``) is sent home as :class:`InitFailed`
+with the exception whole, and the worker exits: the user sees the original
+error, not a worker that "exited with code 1".
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import collections
 import faulthandler
 import logging
 import os
+import pickle
 import select
 import signal
 import threading
@@ -75,25 +81,56 @@ class WorkerBoot:
     restart_stream: bool = False
 
 
+@dataclass(frozen=True)
+class PickledBoot:
+    """A :class:`WorkerBoot` pickled by the main process (spawn and forkserver).
+
+    ``multiprocessing`` would unpickle the boot before the worker's own code runs, where a
+    dataset that fails to unpickle can only print a traceback and exit; unpickled in
+    :func:`run_worker` instead, the failure goes home like any other worker error.
+    """
+
+    worker_id: int
+    data: bytes
+
+    @classmethod
+    def of(cls, boot: WorkerBoot) -> "PickledBoot":
+        return cls(boot.worker_id, pickle.dumps(boot, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def load(self) -> WorkerBoot:
+        return pickle.loads(self.data)
+
+
 class StopWorker(Exception):
     """The main process asked this worker to stop."""
 
 
-def run_worker(boot: WorkerBoot, conn: Connection, parent_alive: Connection, stack_out: Connection) -> None:
+def run_worker(
+    boot: WorkerBoot | PickledBoot, conn: Connection, parent_alive: Connection, stack_out: Connection
+) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    for fd in boot.close_fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
     _exit_when_parent_dies(parent_alive.fileno())
     faulthandler.register(signal.SIGUSR1, file=stack_out.fileno(), all_threads=True, chain=False)
-    # Before worker_init_fn (in start), which may raise a count again.
-    capped = use_one_native_thread()
-    logger.debug("worker %d: thread pools capped at 1: %s", boot.worker_id, ", ".join(capped) or "none")
-    worker = WorkerLoop(boot, Wire(conn))
+    wire = Wire(conn)
+    stage = "unpickling"
+    try:
+        if isinstance(boot, PickledBoot):
+            boot = boot.load()
+        stage = "start-up"
+        for fd in boot.close_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        # Before worker_init_fn (in start), which may raise a count again.
+        capped = use_one_native_thread()
+        logger.debug("worker %d: thread pools capped at 1: %s", boot.worker_id, ", ".join(capped) or "none")
+        worker = WorkerLoop(boot, wire)
+    except Exception as error:
+        wire.send(InitFailed(RemoteError.capture(error, boot.worker_id, os.getpid(), None, stage)))
+        return
     try:
         worker.start()
         worker.serve()
@@ -143,16 +180,21 @@ class WorkerLoop:
         )
 
     def start(self) -> None:
+        """Set up this worker, then say so; a failure is sent home (:class:`InitFailed`)."""
         boot = self.boot
-        set_worker_info(WorkerInfo(boot.worker_id, boot.num_workers, boot.seed + boot.worker_id, boot.dataset))
-        if not self.local:
-            seed_all(boot.seed + boot.worker_id)
-        if boot.worker_init_fn is not None:
-            try:
+        stage = "start-up"
+        try:
+            # Seeds are 64-bit (torch refuses more): the last workers of a seed near 2**64 wrap.
+            seed = (boot.seed + boot.worker_id) % 2**64
+            set_worker_info(WorkerInfo(boot.worker_id, boot.num_workers, seed, boot.dataset))
+            if not self.local:
+                seed_all(seed)
+            if boot.worker_init_fn is not None:
+                stage = "worker_init_fn"
                 boot.worker_init_fn(boot.worker_id)
-            except Exception as error:
-                self.conn.send(InitFailed(self._capture(error, None, "worker_init_fn")))
-                raise StopWorker from error
+        except Exception as error:
+            self.conn.send(InitFailed(self._capture(error, None, stage)))
+            raise StopWorker from error
         self.conn.send(Started(boot.worker_id, self.pid))
 
     def serve(self) -> None:

@@ -3,30 +3,38 @@
 The main process learns of a worker's death from its process sentinel, which
 every wait includes, so a crash is noticed at once rather than on a poll.
 Workers learn of the main process's death from a pipe whose only writer is
-the main process: its end closes when the main process dies, however.
+the main process: its end closes when the main process dies, however. A
+process forked from the main process by user code lets go of the pool
+(:mod:`~dataloader._workers.fork_safety`): it would otherwise keep that pipe
+open, and could stop or rob the workers.
 """
 
 from __future__ import annotations
 
+import array
 import gc
 import logging
+import multiprocessing.process
 import multiprocessing.resource_tracker
 import os
 import pickle
+import resource
 import select
 import signal
+import socket
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import recv_handle
+from multiprocessing.reduction import ACKNOWLEDGE
 from typing import Any, Iterator
 
-from ..errors import ArgumentTypeError, WorkerDiedError
+from ..errors import ArgumentTypeError, SharedMemoryError, WorkerDiedError
 from ..memory import describe_oom, describe_shm
 from .._transport.receiver import Receiver
+from .fork_safety import watch
 from .handle import STOP_GRACE, Handle
-from .loop import WorkerBoot, run_worker
+from .loop import PickledBoot, WorkerBoot, run_worker
 from .messages import SegmentCreated, SegmentRetired, Shutdown
 from .native_threads import import_before_fork
 from .wire import Wire
@@ -67,13 +75,14 @@ class WorkerPool:
         self._alive_in, self._alive_out = context.Pipe(duplex=False)
         self._stopping = False
         self.broken = False  # a worker died: a persistent loader must not reuse this pool
+        self._pid = os.getpid()
+        self.detached = False  # this process is a fork of the pool's: touch nothing shared
+        watch(self)  # before the first fork: a forked worker lets go of the pool too
         if method == "fork":
             import_before_fork()
         try:
             with _heap_frozen() if method == "fork" else nullcontext():
                 for boot in boots:
-                    if method == "fork":
-                        boot = _with_close_fds(boot, (self._alive_out.fileno(),))
                     self.workers.append(self._start(boot))
         except BaseException:
             self.shutdown()
@@ -83,9 +92,11 @@ class WorkerPool:
     def _start(self, boot: WorkerBoot) -> WorkerHandle:
         main_end, worker_end = self._context.Pipe(duplex=True)
         stack_in, stack_out = self._context.Pipe(duplex=False)
+        # Pickled here, unpickled by the worker where a failure can be reported (PickledBoot).
+        sent = boot if self._context.get_start_method() == "fork" else PickledBoot.of(boot)
         process = self._context.Process(
             target=run_worker,
-            args=(boot, worker_end, self._alive_in, stack_out),
+            args=(sent, worker_end, self._alive_in, stack_out),
             name=f"dataloader-worker-{boot.worker_id}",
             daemon=True,
         )
@@ -113,7 +124,7 @@ class WorkerPool:
         """The worker's next message; segment bookkeeping is handled here and returns None."""
         message = worker.conn.recv()
         if isinstance(message, SegmentCreated):
-            fd = recv_handle(worker.conn)
+            fd = _receive_descriptor(worker)
             self.receiver.add_segment(worker.id, message.segment_id, fd, message.size)
             return None
         if isinstance(message, SegmentRetired):
@@ -155,6 +166,26 @@ class WorkerPool:
                 break
             chunks.append(data)
         return b"".join(chunks).decode("utf-8", "replace")
+
+    def detach(self) -> None:
+        """In a process forked from the pool's (see :mod:`fork_safety`): forget the workers
+        without touching them, and close this process's copies of their descriptors and of
+        the "parent alive" pipe's write end. Iterators then refuse to run here (the receiver
+        says why), ``shutdown()`` does nothing, and a persistent loader starts new workers."""
+        self._stopping = True
+        self.broken = True
+        self.detached = True
+        children = getattr(multiprocessing.process, "_children", None)
+        for worker in self.workers:
+            if children is not None:
+                children.discard(worker.process)  # else multiprocessing's exit handler kills it
+            worker.conn.close()
+            worker.stack_in.close()
+            finalizer = getattr(getattr(worker.process, "_popen", None), "finalizer", None)
+            if finalizer is not None:
+                finalizer()  # this process's copies of the sentinel pipes
+        self._alive_out.close()
+        self.receiver.detach(self._pid)
 
     def shutdown(self) -> None:
         """Stop every worker (asked, then killed after a grace period) and release everything."""
@@ -232,8 +263,40 @@ def _heap_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _with_close_fds(boot: WorkerBoot, fds: tuple[int, ...]) -> WorkerBoot:
-    return replace(boot, close_fds=fds)
+def _receive_descriptor(worker: WorkerHandle) -> int:
+    """The descriptor ``worker`` sent after a ``SegmentCreated`` (``send_handle``'s other end).
+
+    ``multiprocessing.reduction.recv_handle`` duplicates the socket first, and raises a bare
+    ``RuntimeError`` when the descriptor was dropped for want of a free one; this reads the
+    socket itself and says what to do.
+    """
+    item = array.array("i").itemsize
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=worker.conn.fileno())
+    try:
+        message, ancillary, flags, _ = sock.recvmsg(1, socket.CMSG_SPACE(item))
+        if ACKNOWLEDGE and message:
+            sock.send(b"A")
+    finally:
+        sock.detach()  # the socket stays the connection's
+    if not message and not ancillary:
+        raise EOFError
+    fds = [
+        fd
+        for level, kind, data in ancillary
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+        for fd in array.array("i", data[: len(data) - len(data) % item])
+    ]
+    if len(fds) == 1 and not flags & socket.MSG_CTRUNC:
+        return fds[0]
+    for fd in fds:
+        os.close(fd)
+    raise SharedMemoryError(
+        f"the main process has no file descriptor free to receive a shared-memory segment from "
+        f"{worker.label}; its limit is {resource.getrlimit(resource.RLIMIT_NOFILE)[0]} (ulimit "
+        "-n). The loader keeps no descriptor per batch, so other open files take them: raise "
+        "the limit (ulimit -n 4096 in the shell, or resource.setrlimit(resource.RLIMIT_NOFILE, "
+        "(4096, hard)) in the program), or close files you no longer need."
+    )
 
 
 def _check_picklable(boot: WorkerBoot, method: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from .._local import set_worker_info
 from .._transport.receiver import Receiver
 from ..errors import WorkerDiedError
+from .fork_safety import watch
 from .handle import STOP_GRACE, Handle
 from .loop import StopWorker, WorkerBoot, WorkerLoop
 from .messages import Shutdown
@@ -122,6 +123,9 @@ class ThreadWorkerPool:
         self.workers = [self._start(boot) for boot in boots]
         self._stopping = False
         self.broken = False
+        self._pid = os.getpid()
+        self.detached = False  # this process is a fork of the pool's: touch nothing shared
+        watch(self)
 
     def _start(self, boot: WorkerBoot) -> ThreadHandle:
         shared = _Shared()
@@ -154,6 +158,19 @@ class ThreadWorkerPool:
     def stack(self, worker: ThreadHandle, wait: float = 1.0) -> str:
         frame = sys._current_frames().get(worker.thread.ident)
         return "".join(traceback.format_stack(frame)) if frame is not None else ""
+
+    def detach(self) -> None:
+        """In a process forked from this one (see :mod:`fork_safety`): the threads are not
+        there, and each channel's pipe is shared with the parent's, so a message sent or read
+        here would be one the parent's threads miss. Close this process's copies; iterators
+        then refuse to run here (the receiver says why), and ``shutdown()`` does nothing."""
+        self._stopping = True
+        self.broken = True
+        self.detached = True
+        for worker in self.workers:
+            for channel in worker.shared.channels:
+                channel.close()
+        self.receiver.detach(self._pid)
 
     def shutdown(self) -> None:
         if self._stopping:

@@ -23,6 +23,7 @@ from dataloader._options import LoaderOptions
 from dataloader._stages.task import BatchTask
 from dataloader._transport.arena import TRIM_WINDOW
 from dataloader._transport.codec import INLINE_LIMIT
+from dataloader._transport.mapping import _Mapping
 from dataloader._workers.loop import WorkerBoot
 from dataloader._workers.pool import WorkerPool
 from dataloader._workers.threads import ThreadWorkerPool
@@ -108,8 +109,9 @@ def test_batches_take_the_expected_transport_path(no_leaks, image_shape, batch_s
         assert expect_shared == (image_shape == LARGE)
         roots.append(type(_root(batch["image"])))
         del batch
-    wanted = mmap.mmap if image_shape == LARGE else bytearray
-    assert roots == [wanted] * len(roots)
+    # Shared batches view a segment's mapping: libc's (held by _Mapping) or, without ctypes, Python's mmap.
+    wanted = (_Mapping, mmap.mmap) if image_shape == LARGE else (bytearray,)
+    assert roots and all(root in wanted for root in roots)
 
 
 @pytest.mark.parametrize("image_shape, batch_size", [(SMALL, 4), (LARGE, 32)], ids=["inline", "shared"])

@@ -108,6 +108,27 @@ class WhoLoads(Numbers):
         return np.array([int(sample[0]), get_worker_info().id])
 
 
+class FailsToUnpickle(Numbers):
+    """A dataset that cannot be rebuilt in a spawn or forkserver worker (a file it reopens on
+    unpickling is missing there, say)."""
+
+    def __setstate__(self, state: dict) -> None:
+        raise FileNotFoundError(f"cannot reopen /data/index.db in pid {os.getpid()}")
+
+
+class UnpicklableTransform(Transform):
+    """A transform whose unpickling fails in the worker."""
+
+    def __init__(self) -> None:
+        self.weights = "model.pt"  # some state, or pickle never calls __setstate__
+
+    def apply(self, sample: Any) -> Any:
+        return sample
+
+    def __setstate__(self, state: dict) -> None:
+        raise ValueError("this transform's model weights are not on the worker's machine")
+
+
 class SlowToUnpickle(Numbers):
     """A dataset that takes a while to arrive in a worker (it opens files on unpickling, say).
 

@@ -17,8 +17,10 @@ import pytest
 import dataloader
 from tests._workers._fixtures import (
     DieAt,
+    FailsToUnpickle,
     Numbers,
     StuckAt,
+    UnpicklableTransform,
     batch_of,
     loader_over,
     read_report,
@@ -154,6 +156,60 @@ def test_workers_exit_when_the_main_process_is_killed(no_leaks, start_method, sc
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("pymp-")] == []
 
 
+# -- a worker fails to start ---------------------------------------------------------
+# Reported like any worker error (the original type and message, the worker id and pid), not
+# as a worker that "exited with code 1" with the real traceback only on its stderr.
+
+
+def _first_error(loader, expected):
+    started = time.monotonic()
+    with pytest.raises(expected) as info:
+        for _ in loader:
+            pass
+    return info.value, time.monotonic() - started
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])  # fork hands the objects over unpickled
+def test_a_dataset_that_fails_to_unpickle_in_a_worker_is_reported_whole(no_leaks, method):
+    error, elapsed = _first_error(loader_over(FailsToUnpickle(64), method), FileNotFoundError)
+
+    assert isinstance(error, dataloader.WorkerError) and error.indices is None
+    message = str(error)
+    found = re.match(r"Caught FileNotFoundError in DataLoader worker (\d) \(pid (\d+)\) \(stage: unpickling\)\.", message)
+    assert found, message
+    assert error.worker_id == int(found[1]) and error.pid == int(found[2])
+    assert f"cannot reopen /data/index.db in pid {found[2]}" in message  # the worker's own words
+    assert "__setstate__" in message  # and its traceback
+    assert "os._exit" not in message
+    assert elapsed < 30
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_transform_that_fails_to_unpickle_in_a_worker_is_reported_whole(no_leaks, method):
+    loader = loader_over(Numbers(64), method, transform=UnpicklableTransform())
+    error, _ = _first_error(loader, ValueError)
+
+    assert isinstance(error, dataloader.WorkerError)
+    assert "(stage: unpickling)" in str(error)
+    assert "model weights are not on the worker's machine" in str(error)
+
+
+def test_a_failure_in_worker_start_up_is_reported_whole(no_leaks, monkeypatch):
+    """Anything that fails while a worker starts, before worker_init_fn, goes home too (the
+    patch reaches forked workers only; the unpickling tests cover the other start methods)."""
+
+    def no_entropy(seed):
+        raise RuntimeError(f"cannot seed worker in pid {os.getpid()}")
+
+    monkeypatch.setattr("dataloader._workers.loop.seed_all", no_entropy)
+    error, _ = _first_error(loader_over(Numbers(64), "fork"), RuntimeError)
+
+    assert isinstance(error, dataloader.WorkerError)
+    message = str(error)
+    assert re.match(r"Caught RuntimeError in DataLoader worker \d \(pid \d+\) \(stage: start-up\)\.", message)
+    assert f"cannot seed worker in pid {error.pid}" in message
+
+
 # -- a worker hangs ----------------------------------------------------------------
 
 
@@ -175,7 +231,7 @@ def test_timeout_names_the_stuck_worker_its_indices_and_its_stack(no_leaks, star
     assert timeout <= elapsed < timeout + NOTICE_WITHIN
     report = read_report(report_path)
     message = str(error)
-    assert "timeout" in message
+    assert message.startswith("DataLoader timeout: no batch arrived within 1 s (timeout=1). Raise `timeout`")
     assert f"worker {report['worker_id']} (pid {report['pid']})" in message
     assert str(batch_of(FAULT_INDEX)) in message
     assert "stuck_inside_dataset_forever" in message  # the hung worker's own stack
