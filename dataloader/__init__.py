@@ -33,9 +33,24 @@ from .monitor import Stats
 from .rng import batch_rng
 from .worker import WorkerInfo, get_worker_info
 
+# dataloader.columnar imports pyarrow: its names load on first use, so `import dataloader`
+# (and every spawned worker) does not pay for it.
+_COLUMNAR = ("ArrowDataset", "ArrowStream", "ParquetDataset", "ParquetStream")
+
+
+def __getattr__(name: str) -> object:
+    if name in _COLUMNAR:
+        from . import columnar
+
+        return getattr(columnar, name)
+    raise AttributeError(f"module 'dataloader' has no attribute {name!r}")
+
+
 __all__ = [
     "ArgumentTypeError",
     "ArgumentValueError",
+    "ArrowDataset",
+    "ArrowStream",
     "ArrayDataset",
     "CallableSource",
     "CollateError",
@@ -50,6 +65,8 @@ __all__ = [
     "Infinite",
     "LoaderTimeoutError",
     "MapSampler",
+    "ParquetDataset",
+    "ParquetStream",
     "RandomSampler",
     "ReplacementSampler",
     "Sampler",

@@ -1,0 +1,73 @@
+"""Where columnar files are: local paths, URIs and ``pyarrow.fs`` filesystems, one way for all.
+
+A source is a path, a URI (``file:///…``, ``s3://…``, anything
+``pyarrow.fs.FileSystem.from_uri`` understands), a directory (its files with
+the wanted suffixes, recursively, in sorted order), or a list of those.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import pyarrow.fs as pafs
+
+from ..errors import ArgumentTypeError, ArgumentValueError
+
+PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
+
+
+def resolve_files(
+    source: Any, suffixes: Sequence[str], filesystem: pafs.FileSystem | None = None, what: str = "source"
+) -> tuple[pafs.FileSystem, list[str]]:
+    """The filesystem and the sorted file paths that ``source`` names (see the module)."""
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(_sequence(source, what))
+    if not items:
+        raise ArgumentValueError(f"`{what}` names no file; got an empty list.")
+    found: list[str] = []
+    first: pafs.FileSystem | None = None
+    for item in items:
+        fs, path = _filesystem_and_path(item, filesystem, what)
+        if first is not None and type(fs) is not type(first):
+            raise ArgumentValueError(
+                f"`{what}` mixes filesystems ({type(first).__name__} and {type(fs).__name__}); "
+                "give files of one filesystem."
+            )
+        first = first or fs
+        found += _files_at(first, path, suffixes, what)
+    return first, found  # type: ignore[return-value]
+
+
+def _sequence(source: Any, what: str) -> Sequence:
+    if isinstance(source, (list, tuple)):
+        return source
+    raise ArgumentTypeError(
+        f"`{what}` must be a path, a URI or a list of them; got {type(source).__name__}."
+    )
+
+
+def _filesystem_and_path(item: Any, filesystem: pafs.FileSystem | None, what: str) -> tuple[pafs.FileSystem, str]:
+    if not isinstance(item, (str, os.PathLike)):
+        raise ArgumentTypeError(f"`{what}` must hold paths or URIs; got {type(item).__name__}.")
+    text = os.fspath(item)
+    if filesystem is not None:
+        return filesystem, text
+    if "://" in text:
+        return pafs.FileSystem.from_uri(text)
+    return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text))
+
+
+def _files_at(fs: pafs.FileSystem, path: str, suffixes: Sequence[str], what: str) -> list[str]:
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.File:
+        return [path]
+    if info.type != pafs.FileType.Directory:
+        raise ArgumentValueError(f"`{what}` names {path!r}, which does not exist.")
+    listed = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    files = sorted(f.path for f in listed if f.type == pafs.FileType.File and f.path.endswith(tuple(suffixes)))
+    if not files:
+        raise ArgumentValueError(
+            f"`{what}` names the directory {path!r}, which holds no {'/'.join(suffixes)} file."
+        )
+    return files

@@ -1,0 +1,253 @@
+"""The units of columnar files: their row counts from metadata, and reading a piece of one.
+
+A unit is what a file lets us read on its own: a Parquet row group, an Arrow
+IPC record batch. :class:`ParquetUnits` and :class:`ArrowUnits` list them
+once (footers only, when the stream is built) and hold nothing open, so a
+stream pickles to spawned workers as paths and numbers. Each ``iter()`` makes
+its own reader (:meth:`reader`), which opens files as it needs them and
+closes them when the iteration ends.
+
+Projection and filters: Parquet decodes only the columns a read names
+(``read_row_group(columns=)``), and a filter goes to ``pyarrow.dataset``,
+which also skips row groups whose statistics rule every row out. Arrow IPC
+files are memory-mapped (local files), so unneeded columns cost nothing; a
+filter is applied to the rows read.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ..errors import ArgumentTypeError, ArgumentValueError
+from ._sharding import Piece
+
+# Files a reader keeps open at once (units read in a shuffled order jump between files).
+OPEN_FILES = 8
+# The column a partial-row-group filter reads its matches into.
+_MATCH = "__dataloader_filter_match__"
+
+
+class Units:
+    """The units of ``paths`` in file order: ``units[i]`` is (file index, unit in the file)."""
+
+    kind = "columnar"
+
+    def __init__(self, filesystem: pafs.FileSystem, paths: list[str], columns: Any, filter: Any) -> None:
+        self.filesystem = filesystem
+        self.paths = paths
+        self.units: list[tuple[int, int]] = []
+        self.counts: list[int] = []
+        self.schema: pa.Schema | None = None
+        for index, path in enumerate(paths):
+            schema, counts = self._metadata(path)
+            self._same_schema(schema, path, columns)
+            self.units += [(index, part) for part in range(len(counts))]
+            self.counts += counts
+        self.columns = check_columns(columns, self.schema)  # type: ignore[arg-type]
+        self.filter = check_filter(filter, self.schema)  # type: ignore[arg-type]
+
+    def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
+        raise NotImplementedError
+
+    def _same_schema(self, schema: pa.Schema, path: str, columns: Any) -> None:
+        if self.schema is None:
+            self.schema = schema
+            return
+        names = columns if isinstance(columns, (list, tuple)) else None
+        mine, first = _fields(schema, names), _fields(self.schema, names)
+        if mine != first:
+            raise ArgumentValueError(
+                f"{path!r} has columns {mine}, but {self.paths[0]!r} has {first}; every file of a "
+                f"{self.kind} stream needs the same columns and types. Pick the common columns "
+                "with columns=[...], or rewrite the files with one schema."
+            )
+
+    def reader(self) -> "Reader":
+        raise NotImplementedError
+
+
+class Reader:
+    """Reads pieces of units for one iteration; keeps up to ``OPEN_FILES`` files open."""
+
+    def __init__(self, units: Units) -> None:
+        self.units = units
+        self._open: collections.OrderedDict[int, Any] = collections.OrderedDict()
+
+    def tables(self, pieces: Iterable[Piece]) -> Iterator[pa.Table]:
+        """Each piece's rows (projected and filtered), skipping pieces left empty."""
+        for piece in pieces:
+            table = self.read(piece)
+            if table.num_rows:
+                yield table
+
+    def read(self, piece: Piece) -> pa.Table:
+        raise NotImplementedError
+
+    def file(self, index: int) -> Any:
+        """File ``index``, opened once and kept among the last ``OPEN_FILES`` used."""
+        handle = self._open.pop(index, None)
+        if handle is None:
+            handle = self._open_file(self.units.paths[index])
+            while len(self._open) >= OPEN_FILES:
+                _close(self._open.popitem(last=False)[1])
+        self._open[index] = handle
+        return handle
+
+    def _open_file(self, path: str) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        while self._open:
+            _close(self._open.popitem()[1])
+
+
+class ParquetUnits(Units):
+    """The row groups of Parquet files; row counts from the footers."""
+
+    kind = "Parquet"
+
+    def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
+        try:
+            with pq.ParquetFile(path, filesystem=self.filesystem) as file:
+                meta = file.metadata
+                return file.schema_arrow, [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        except (pa.ArrowInvalid, OSError) as error:
+            raise ArgumentValueError(
+                f"cannot read {path!r} as Parquet ({error}). Give Parquet files only; ArrowStream "
+                "reads Arrow IPC (Feather) files."
+            ) from error
+
+    def reader(self) -> "ParquetReader":
+        return ParquetReader(self)
+
+
+class ParquetReader(Reader):
+    units: ParquetUnits
+
+    def _open_file(self, path: str) -> Any:
+        if self.units.filter is None:
+            return pq.ParquetFile(path, filesystem=self.units.filesystem)
+        return ds.ParquetFileFormat().make_fragment(path, filesystem=self.units.filesystem)
+
+    def read(self, piece: Piece) -> pa.Table:
+        units = self.units
+        file, group = units.units[piece.unit]
+        whole = piece.start == 0 and piece.stop == units.counts[piece.unit]
+        if units.filter is None:
+            table = self.file(file).read_row_group(group, columns=units.columns)
+            return table if whole else table.slice(piece.start, piece.stop - piece.start)
+        fragment = self.file(file).subset(row_group_ids=[group])
+        names = units.columns or units.schema.names  # type: ignore[union-attr]
+        if whole:  # the scanner filters, skipping the group when its statistics allow
+            return fragment.to_table(columns=names, filter=units.filter)
+        # Part of a group: keep row positions, so read the matches as a column and cut first.
+        projection = {**{name: ds.field(name) for name in names}, _MATCH: units.filter}
+        table = fragment.to_table(columns=projection).slice(piece.start, piece.stop - piece.start)
+        return table.filter(table.column(_MATCH)).drop_columns([_MATCH])
+
+
+class ArrowUnits(Units):
+    """The record batches of Arrow IPC files (the file format); row counts from each batch's header."""
+
+    kind = "Arrow"
+
+    def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
+        source, file = open_ipc(self.filesystem, path)
+        try:
+            return file.schema, [file.get_batch(i).num_rows for i in range(file.num_record_batches)]
+        finally:
+            source.close()
+
+    def reader(self) -> "ArrowReader":
+        return ArrowReader(self)
+
+
+class ArrowReader(Reader):
+    units: ArrowUnits
+
+    def _open_file(self, path: str) -> Any:
+        return open_ipc(self.units.filesystem, path)
+
+    def read(self, piece: Piece) -> pa.Table:
+        units = self.units
+        file, part = units.units[piece.unit]
+        table = pa.Table.from_batches([self.file(file)[1].get_batch(part)])
+        table = table.slice(piece.start, piece.stop - piece.start)
+        if units.filter is not None:
+            table = table.filter(units.filter)
+        return table.select(units.columns) if units.columns is not None else table
+
+
+def open_ipc(filesystem: pafs.FileSystem, path: str) -> tuple[Any, pa.ipc.RecordBatchFileReader]:
+    """(the open source, its IPC file reader); local files are memory-mapped."""
+    try:
+        if isinstance(filesystem, pafs.LocalFileSystem):
+            source = pa.memory_map(path, "r")
+        else:
+            source = filesystem.open_input_file(path)
+    except OSError as error:
+        raise ArgumentValueError(f"cannot open {path!r} ({error}).") from error
+    try:
+        return source, pa.ipc.open_file(source)
+    except pa.ArrowInvalid as error:
+        source.close()
+        raise ArgumentValueError(
+            f"cannot read {path!r} as an Arrow IPC file ({error}). ArrowStream reads the IPC file "
+            "format (pyarrow.feather.write_feather, pyarrow.ipc.new_file); rewrite a stream-format "
+            "file with pyarrow.ipc.new_file, and read Parquet with ParquetStream."
+        ) from error
+
+
+def check_columns(columns: Any, schema: pa.Schema) -> list[str] | None:
+    """``columns`` as a list of names of ``schema``, or None for all of them."""
+    if columns is None:
+        return None
+    names = isinstance(columns, (list, tuple)) and all(isinstance(c, str) for c in columns)
+    if not names:
+        raise ArgumentTypeError(f"`columns` must be a list of column names; got {columns!r}.")
+    if not columns:
+        raise ArgumentValueError("`columns` must name at least one column; got an empty list. Pass None for all.")
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown or len(set(columns)) != len(columns):
+        raise ArgumentValueError(
+            f"`columns` must name distinct columns of the files; got {list(columns)}, and the "
+            f"files have {schema.names}."
+        )
+    return list(columns)
+
+
+def check_filter(filter: Any, schema: pa.Schema) -> pc.Expression | None:
+    """``filter``, after checking it is an expression that ``schema``'s rows can be filtered by."""
+    if filter is None:
+        return None
+    if not isinstance(filter, pc.Expression):
+        raise ArgumentTypeError(
+            f"`filter` must be a pyarrow.dataset expression such as pyarrow.dataset.field('x') > 3; "
+            f"got {type(filter).__name__}."
+        )
+    try:
+        schema.empty_table().filter(filter)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as error:
+        raise ArgumentValueError(
+            f"`filter` does not apply to the files' columns {schema.names}: {error}"
+        ) from error
+    return filter
+
+
+def _fields(schema: pa.Schema, names: Any) -> list[str]:
+    fields = schema if names is None else [schema.field(n) for n in names if n in schema.names]
+    return [f"{f.name}: {f.type}" for f in fields]
+
+
+def _close(handle: Any) -> None:
+    """Close what :meth:`Reader.file` opened (a ParquetFile, an (ipc source, reader) pair)."""
+    close = getattr(handle[0] if isinstance(handle, tuple) else handle, "close", None)
+    if close is not None:
+        close()

@@ -1,0 +1,159 @@
+"""Which rows each shard reads: an epoch's order of units, cut between ranks and workers.
+
+Pure logic on row counts taken from file metadata, so every process on every
+rank computes the same plan without talking to the others.
+
+An epoch is one sequence of rows: the rows carried over from the previous
+epoch (``equal=True, surplus="carry"``), then every unit (a Parquet row group,
+an Arrow record batch) in file order or, with ``shuffle``, in a permutation
+seeded by ``(seed, epoch)``. The sequence is cut into batches of
+``batch_size`` rows (1 in row mode). Rank ``r`` takes a contiguous block of
+those batches, and worker ``w`` of a rank a contiguous block of the rank's
+batches. A shard is thus a row range of the sequence; it may start or end
+inside a unit, which the two neighbours then both read, each keeping its rows.
+
+- Every row of the sequence goes to exactly one shard.
+- Blocks differ by at most one batch, so no shard is empty while the epoch
+  has at least ``world_size * workers`` batches (ranks may run different
+  numbers of workers: each rank's rows are the same whatever its workers).
+- Without ``equal`` the batches are those one process reading the whole
+  sequence would make, for any world size and number of workers; only the
+  epoch's last batch may be short.
+- With ``equal`` every rank takes ``(rows // batch_size) // world_size`` full
+  batches. The rows after the last rank's block are the surplus: dropped, or
+  carried to the front of the next epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+# Streams drawn from (seed, epoch, ...): one per purpose, so they never coincide.
+ORDER_STREAM = 0
+BUFFER_STREAM = 1
+
+_NO_PIECES = np.zeros((0, 3), dtype=np.int64)
+
+
+class Piece(NamedTuple):
+    """Rows ``[start, stop)`` of unit ``unit`` (positions inside the unit)."""
+
+    unit: int
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What decides every epoch's plan; equal in every process that reads the same files."""
+
+    counts: tuple[int, ...]  # rows in each unit, in file order
+    world_size: int = 1
+    batch_size: int = 1  # 1 in row mode: shards are then cut between rows
+    shuffle: bool = False
+    seed: int = 0
+    equal: bool = False
+    carry: bool = False  # equal=True only: the surplus starts the next epoch
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """One epoch's sequence of pieces and where each rank's rows begin and end."""
+
+    epoch: int
+    sequence: np.ndarray  # (pieces, 3): unit, start, stop
+    offsets: np.ndarray  # offsets[i]: rows of the sequence before piece i; offsets[-1]: all
+    bounds: tuple[int, ...]  # rank r reads rows [bounds[r], bounds[r + 1]) of the sequence
+    carried_in: int  # rows at the front that the previous epoch carried over
+    surplus: np.ndarray = field(default_factory=lambda: _NO_PIECES)  # rows after bounds[-1]
+
+    @property
+    def rows(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def surplus_rows(self) -> int:
+        return self.rows - self.bounds[-1]
+
+    def pieces(self, lo: int, hi: int) -> list[Piece]:
+        """Rows ``[lo, hi)`` of the sequence as pieces of units, in order, none empty."""
+        return [Piece(*map(int, row)) for row in _cut(self.sequence, self.offsets, lo, hi)]
+
+
+def unit_order(units: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
+    """The order units are read in: file order, or a permutation seeded by ``(seed, epoch)``."""
+    if not shuffle:
+        return np.arange(units, dtype=np.int64)
+    return np.random.default_rng([seed, epoch, ORDER_STREAM]).permutation(units).astype(np.int64)
+
+
+def plan_epoch(layout: Layout, epoch: int, carried: np.ndarray = _NO_PIECES) -> EpochPlan:
+    """The plan of ``epoch``, whose sequence starts with the ``carried`` pieces."""
+    counts = np.asarray(layout.counts, dtype=np.int64)
+    order = unit_order(len(counts), layout.shuffle, layout.seed, epoch)
+    units = np.stack([order, np.zeros_like(order), counts[order]], axis=1)
+    sequence = np.concatenate([carried, units]) if len(carried) else units
+    offsets = np.concatenate([[0], np.cumsum(sequence[:, 2] - sequence[:, 1])])
+    total, size, ranks = int(offsets[-1]), layout.batch_size, layout.world_size
+    if layout.equal:
+        quota = (total // size) // ranks * size
+        bounds = tuple(rank * quota for rank in range(ranks + 1))
+    else:
+        batches = -(-total // size)
+        bounds = tuple(min(total, rank * batches // ranks * size) for rank in range(ranks + 1))
+    surplus = _cut(sequence, offsets, bounds[-1], total)
+    carried_rows = int(np.sum(carried[:, 2] - carried[:, 1])) if len(carried) else 0
+    return EpochPlan(epoch, sequence, offsets, bounds, carried_rows, surplus)
+
+
+def shard_range(plan: EpochPlan, batch_size: int, rank: int, worker: int, workers: int) -> tuple[int, int]:
+    """The rows ``[lo, hi)`` of the sequence that worker ``worker`` of ``workers`` on ``rank`` reads."""
+    lo, hi = plan.bounds[rank], plan.bounds[rank + 1]
+    batches = -(-(hi - lo) // batch_size)
+    first, last = worker * batches // workers, (worker + 1) * batches // workers
+    return min(hi, lo + first * batch_size), min(hi, lo + last * batch_size)
+
+
+class Planner:
+    """Plans epochs for one layout; with ``carry`` each plan depends on the one before.
+
+    A carried plan is rebuilt from epoch 0 (or from the last plan made here),
+    so any process asked for any epoch arrives at the same answer.
+    """
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self._last: EpochPlan | None = None
+
+    def plan(self, epoch: int) -> EpochPlan:
+        if not self.layout.carry:
+            return plan_epoch(self.layout, epoch)
+        last = self._last
+        if last is not None and last.epoch == epoch:
+            return last
+        start, carried = 0, _NO_PIECES
+        if last is not None and last.epoch < epoch:  # carry on from the last plan made here
+            start, carried = last.epoch + 1, last.surplus
+        for number in range(start, epoch + 1):
+            last = plan_epoch(self.layout, number, carried)
+            carried = last.surplus
+        self._last = last
+        return last  # type: ignore[return-value]
+
+    def __getstate__(self) -> dict:
+        return {"layout": self.layout, "_last": None}  # a cache: rebuilt where it is needed
+
+
+def _cut(sequence: np.ndarray, offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The pieces holding rows ``[lo, hi)`` of ``sequence``, trimmed to them, none empty."""
+    if hi <= lo:
+        return _NO_PIECES
+    first = int(np.searchsorted(offsets, lo, side="right")) - 1
+    end = int(np.searchsorted(offsets, hi, side="left"))
+    cut = sequence[first:end].copy()
+    cut[0, 1] += lo - offsets[first]
+    cut[-1, 2] -= offsets[end] - hi
+    return cut[cut[:, 2] > cut[:, 1]]

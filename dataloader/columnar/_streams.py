@@ -1,0 +1,256 @@
+"""``ParquetStream`` and ``ArrowStream``: columnar files as a stream, sharded over ranks and workers.
+
+Building one reads the files' metadata (:mod:`._readers`); each ``iter()``
+plans the epoch (:mod:`._sharding`), reads this shard's pieces, and turns
+them into rows or batches (:mod:`._batching`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from .._validate import check_bool, check_choice, check_non_negative_int, check_optional_seed, check_positive_int
+from ..dataset import Collated, StreamDataset
+from ..errors import ArgumentValueError
+from ..sampler import resolve_world
+from ..worker import get_worker_info
+from ._batching import batch_rows, cut_batches, rows_of, shuffled_windows
+from ._convert import STRINGS, table_to_batch
+from ._files import ARROW_SUFFIXES, PARQUET_SUFFIXES, resolve_files
+from ._readers import ArrowUnits, ParquetUnits, Units
+from ._sharding import BUFFER_STREAM, Layout, Piece, Planner, shard_range
+
+SURPLUS = ("drop", "carry")
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """One epoch as this process saw it (see ``ParquetStream.stats``)."""
+
+    epoch: int
+    rows: int  # rows this process delivered so far in the epoch (after the filter)
+    shard_rows: int  # rows of the files in this process's shard (before the filter)
+    dropped: int  # the epoch's surplus, dropped (equal=True, surplus="drop"); the same everywhere
+    carried: int  # the epoch's surplus, carried into the next one (surplus="carry")
+    carried_in: int  # rows the previous epoch carried into this one (they come first)
+
+
+class _Progress:
+    """The mutable side of :class:`StreamStats`: the delivered rows are counted as they go."""
+
+    def __init__(self, epoch: int, shard_rows: int, surplus: int, carry: bool, carried_in: int) -> None:
+        self.epoch, self.shard_rows, self.carried_in = epoch, shard_rows, carried_in
+        self.dropped, self.carried = (0, surplus) if carry else (surplus, 0)
+        self.rows = 0
+
+    def snapshot(self) -> StreamStats:
+        return StreamStats(self.epoch, self.rows, self.shard_rows, self.dropped, self.carried, self.carried_in)
+
+
+class ColumnarStream(StreamDataset):
+    """What :class:`ParquetStream` and :class:`ArrowStream` share; see :class:`ParquetStream`."""
+
+    _suffixes: tuple[str, ...] = ()
+    _units_type: type[Units] = Units
+
+    def __init__(
+        self, source: Any, *, batch_size: int | None = None, columns: Any = None, filter: Any = None,
+        shuffle: bool = False, seed: int | None = 0, shuffle_buffer: int = 0, world_size: int | None = None,
+        rank: int | None = None, equal: bool = False, surplus: str = "drop", strings: str = "object",
+        fill_null: Any = None, filesystem: Any = None,
+    ) -> None:
+        kind = type(self).__name__
+        self.batch_size = None if batch_size is None else check_positive_int("batch_size", batch_size)
+        self.yields_batches = batch_size is not None  # each item is then a Collated batch
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.seed = check_optional_seed("seed", seed) or 0  # None: 0, as every process must agree
+        self.shuffle_buffer = check_non_negative_int("shuffle_buffer", shuffle_buffer)
+        self.world_size, self.rank = resolve_world(world_size, rank)
+        self.equal = check_bool("equal", equal)
+        self.surplus = check_choice("surplus", surplus, SURPLUS)
+        self.strings = check_choice("strings", strings, STRINGS)
+        self.fill_null = fill_null
+        filesystem, paths = resolve_files(source, self._suffixes, filesystem, what="source")
+        self._units = self._units_type(filesystem, paths, columns, filter)
+        self._check_equal(kind)
+        self._planner = Planner(Layout(
+            tuple(self._units.counts), self.world_size, self.batch_size or 1, self.shuffle, self.seed,
+            self.equal, self.equal and self.surplus == "carry",
+        ))
+        self._epoch: int | None = None  # set by set_epoch; None: count iter() calls
+        self._iterations = 0
+        self._progress: _Progress | None = None
+
+    def _check_equal(self, kind: str) -> None:
+        if not self.equal:
+            if self.surplus != "drop":
+                raise ArgumentValueError(
+                    f"`surplus={self.surplus!r}` applies only with equal=True: without it every row "
+                    "is delivered each epoch and nothing is left over. Pass equal=True, or drop surplus."
+                )
+            return
+        if self._units.filter is not None:
+            raise ArgumentValueError(
+                f"{kind}: equal=True needs every shard's row count before reading, and a filter's "
+                "matches are known only after reading. Write the filtered rows to files of their own, "
+                "or drop equal=True and bound each rank's batches with DataLoader(epoch_size=...)."
+            )
+        rows, size = sum(self._units.counts), self.batch_size or 1
+        if rows < self.world_size * size:
+            raise ArgumentValueError(
+                f"{kind}: equal=True gives every rank the same number of full batches, but the files "
+                f"hold {rows} rows, fewer than world_size * batch_size = {self.world_size * size}: "
+                "every rank would get none. Lower batch_size, or drop equal=True."
+            )
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns each row or batch holds."""
+        return self._units.columns or self._units.schema.names  # type: ignore[union-attr]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch ``epoch`` at the next ``iter()`` calls (the loader calls this each epoch)."""
+        self._epoch = check_non_negative_int("epoch", epoch)
+
+    def stats(self) -> StreamStats:
+        """The last epoch this process read (or, before any, the current one, with ``rows=0``).
+
+        ``dropped``, ``carried`` and ``carried_in`` are the epoch's, the same in every
+        process; ``rows`` and ``shard_rows`` are this process's shard's. With
+        ``parallel_stream=True`` the workers read, so the main process's copy counts no rows.
+        """
+        progress = self._progress or self._start(self._epoch or 0)[0]
+        return progress.snapshot()
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self._epoch
+        if epoch is None:
+            epoch, self._iterations = self._iterations, self._iterations + 1
+        progress, pieces, worker = self._start(epoch)
+        self._progress = progress
+        return self._read(progress, pieces, worker)
+
+    def _start(self, epoch: int) -> tuple[_Progress, list[Piece], int]:
+        """This shard's plan for ``epoch``: its progress record, its pieces, its worker id."""
+        plan = self._planner.plan(epoch)
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        lo, hi = shard_range(plan, self.batch_size or 1, self.rank, worker, workers)
+        progress = _Progress(epoch, hi - lo, plan.surplus_rows, self._planner.layout.carry, plan.carried_in)
+        return progress, plan.pieces(lo, hi), worker
+
+    def _read(self, progress: _Progress, pieces: list[Piece], worker: int) -> Iterator[Any]:
+        reader = self._units.reader()
+        try:
+            tables = reader.tables(pieces)
+            if self.shuffle_buffer > 1:
+                window_rng = functools.partial(_window_rng, self.seed, progress.epoch, self.rank, worker)
+                tables = shuffled_windows(tables, self.shuffle_buffer, window_rng)
+            chunks = (table_to_batch(table, self.strings, self.fill_null) for table in tables)
+            if self.batch_size is None:
+                for row in rows_of(chunks):
+                    progress.rows += 1
+                    yield row
+                return
+            for batch, size in cut_batches(chunks, self.batch_size):
+                progress.rows += size
+                yield Collated(batch, size, rows=functools.partial(batch_rows, batch))
+        finally:
+            reader.close()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_progress"] = None  # this process's count; a copy starts its own
+        return state
+
+
+def _window_rng(seed: int, epoch: int, rank: int, worker: int, window: int) -> np.random.Generator:
+    return np.random.default_rng([seed, epoch, BUFFER_STREAM, rank, worker, window])
+
+
+class ParquetStream(ColumnarStream):
+    """Parquet files as a :class:`~dataloader.StreamDataset`, sharded over ranks and workers.
+
+    ``source`` is a file, a directory (its ``.parquet``/``.parq``/``.pq`` files,
+    recursively, sorted), a URI (``s3://...``) or a list of them; ``filesystem`` a
+    ``pyarrow.fs`` filesystem to resolve them on. Building the stream reads every
+    file's footer: the row groups and their row counts, nothing else.
+
+    What it yields: with ``batch_size=None``, rows, ``{column: value}``, so
+    per-sample transforms apply (pair it with ``StreamSampler(batch_size=N)``).
+    With ``batch_size=N``, whole batches, ``{column: array}`` made column by
+    column from Arrow, without a Python step per row (pair it with
+    ``StreamSampler()``); the loader hands them out as they are, or splits them
+    into rows for a per-sample transform. Numbers come out as NumPy arrays,
+    fixed-size lists as N-d arrays, strings as object arrays (Arrow arrays
+    with ``strings="arrow"``); a null is an error unless ``fill_null`` (one
+    value, or ``{column: value}``) fills it. ``columns`` reads only those
+    columns; ``filter`` (an
+    expression, ``pyarrow.dataset.field("x") > 3``) keeps the matching rows, and
+    row groups whose statistics rule out every row are not read.
+
+    Guarantees, per epoch: every row is delivered exactly once across all
+    ranks (``world_size``/``rank``, else the ``WORLD_SIZE``/``RANK``
+    environment) and all workers (:func:`~dataloader.get_worker_info`), each
+    process computing its share from the footers alone. The order is the
+    files' (sorted paths, row groups in order); ``shuffle=True`` reads the row
+    groups in a permutation seeded by ``(seed, epoch)``, the same in every
+    process, and ``shuffle_buffer=K`` also permutes rows within windows of
+    ``K`` rows of each shard. A shard is a contiguous run of the epoch's
+    batches, so every batch is full except the epoch's last, and shards differ
+    by at most one batch; a shard gets none only when the epoch has fewer
+    batches (rows, in row mode) than there are shards. The epoch is the one
+    :meth:`set_epoch` gave (the loader calls it each epoch in every process);
+    without it each ``iter()`` starts the next one.
+
+    ``equal=True`` (distributed training, where a rank with fewer batches
+    hangs the others): every rank yields the same number of full batches,
+    ``rows // batch_size // world_size`` (in row mode the same number of rows,
+    so the loader's batches agree when every rank runs as many workers).
+    The rows left over are dropped
+    (``surplus="drop"``) or delivered first in the next epoch
+    (``surplus="carry"``), so over epochs nothing is lost. :meth:`stats` counts
+    them. With ``filter`` it is an error: the matches are not known before
+    reading.
+
+    Who reads: with ``parallel_stream=True`` each worker opens the files and
+    decodes its own shard, so reading scales with the workers; without it the
+    main process reads and decodes everything and the workers only transform,
+    which does not scale. The stream pickles as paths and row counts, so it
+    works with every start method.
+
+    Example::
+
+        stream = ParquetStream("data/", batch_size=256, shuffle=True)
+        loader = DataLoader(stream, StreamSampler(), num_workers=2, parallel_stream=True)
+        for batch in loader:
+            batch["label"]  # a NumPy array of 256 labels (the last batch may be shorter)
+    """
+
+    _suffixes = PARQUET_SUFFIXES
+    _units_type = ParquetUnits
+
+
+class ArrowStream(ColumnarStream):
+    """Arrow IPC files (the file format: ``.arrow``, ``.feather``, ``.ipc``) as a stream.
+
+    Everything is as in :class:`ParquetStream`, with record batches in place
+    of row groups: the unit of work, of shuffling and of sharding. Local
+    files are memory-mapped, so a column that is not selected is never
+    touched. ``filter`` is applied to the rows read (IPC files have no
+    statistics to skip batches with). Counting the rows reads each record
+    batch's header; on a remote filesystem that means reading the files once
+    when the stream is built.
+
+    Example::
+
+        stream = ArrowStream("data/train.arrow", batch_size=256)
+        loader = DataLoader(stream, StreamSampler(), num_workers=2, parallel_stream=True)
+    """
+
+    _suffixes = ARROW_SUFFIXES
+    _units_type = ArrowUnits
