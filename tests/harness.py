@@ -74,6 +74,25 @@ def assert_parallel_equals_serial(
     return serial
 
 
+def assert_processes_stop(pids: Iterable[int], within: float) -> None:
+    """Fail unless every process in ``pids`` has exited (or is a zombie) within ``within`` s."""
+    processes = []
+    for pid in pids:
+        try:
+            processes.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=within)
+    running = []
+    for process in alive:
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE:
+                running.append(process.pid)
+        except psutil.NoSuchProcess:
+            pass
+    assert not running, f"workers still running: {running}"
+
+
 def _fds() -> dict[str, str]:
     table = {}
     for fd in os.listdir("/proc/self/fd"):

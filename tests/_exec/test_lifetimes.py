@@ -21,6 +21,7 @@ import pytest
 
 from dataloader import DataLoader, DataLoaderError, SequentialSampler, StreamSampler
 from tests._workers._fixtures import Numbers
+from tests.harness import assert_processes_stop
 
 from ._fixtures import GatedDataset, RangeStream, ShardedStream
 
@@ -45,15 +46,7 @@ def _worker_pids(no_leaks) -> set[int]:
 
 
 def _assert_gone(pids: set[int]) -> None:
-    processes = []
-    for pid in pids:
-        try:
-            processes.append(psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(processes, timeout=NOTICE_WITHIN)
-    running = [p.pid for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert not running, f"workers still running: {running}"
+    assert_processes_stop(pids, within=NOTICE_WITHIN)
 
 
 # -- 1. the epoch keeps alive what it runs on --------------------------------------------

@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from dataloader import DataLoader, DataLoaderError, LoaderTimeoutError, RandomSampler, SequentialSampler
-from tests.harness import assert_same_batches, collect
+from tests.harness import assert_processes_stop, assert_same_batches, collect
 
 from ._fixtures import LoggingNestedDataset, PidDataset, read_lines
 
@@ -44,21 +44,7 @@ def _wait_for_reads(log, count, limit=10.0):
 
 
 def _assert_stopped(pids):
-    processes = []
-    for pid in pids:
-        try:
-            processes.append(psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(processes, timeout=5)
-    running = []
-    for process in alive:
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE:
-                running.append(process.pid)
-        except psutil.NoSuchProcess:
-            pass
-    assert not running, f"workers still running: {running}"
+    assert_processes_stop(pids, within=5)
 
 
 @pytest.mark.parametrize("image_shape", [(3, 4, 4), LARGE], ids=["inline", "shared"])

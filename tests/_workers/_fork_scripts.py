@@ -18,7 +18,7 @@ import numpy as np
 
 from dataloader import Dataset
 from tests._workers._fixtures import Numbers, emit, loader_over
-from tests._workers._scripts import REPO_ROOT
+from tests._workers._scripts import start_script
 
 SAMPLES = 400
 EXPECTED = list(range(0, SAMPLES, 4))  # the first index of each batch of 4, in order
@@ -102,17 +102,7 @@ def run_script() -> None:
 
 
 def start(scenario: str, method: str, temp_dir: str | None = None) -> subprocess.Popen:
-    code = "from tests._workers._fork_scripts import run_script; run_script()"
-    env = dict(os.environ, TMPDIR=temp_dir) if temp_dir is not None else None
-    return subprocess.Popen(
-        [sys.executable, "-c", code, scenario, method],
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    return start_script(scenario, method, temp_dir, module="tests._workers._fork_scripts")
 
 
 def report(proc: subprocess.Popen, timeout: float = 60) -> tuple[dict, str]:

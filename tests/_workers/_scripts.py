@@ -78,13 +78,16 @@ def shm_entries() -> set[str]:
         return set()
 
 
-def start_script(scenario: str, method: str, temp_dir: str | None = None) -> subprocess.Popen:
-    """Run :func:`run_script` in a new Python process, in a session (process group) of its own.
+def start_script(
+    scenario: str, method: str, temp_dir: str | None = None, module: str = "tests._workers._scripts"
+) -> subprocess.Popen:
+    """Run ``module``'s ``run_script`` in a new Python process, in a session (process group) of
+    its own.
 
     ``temp_dir`` becomes its TMPDIR: a script killed with SIGKILL cannot remove the directory
     multiprocessing made for the forkserver's socket, and it should not stay in /tmp.
     """
-    code = "from tests._workers._scripts import run_script; run_script()"
+    code = f"from {module} import run_script; run_script()"
     env = dict(os.environ, TMPDIR=temp_dir) if temp_dir is not None else None
     return subprocess.Popen(
         [sys.executable, "-c", code, scenario, method],

@@ -170,6 +170,22 @@ def cut_table(table: pa.Table, layout: list[list[int]]) -> list[list[pa.Table]]:
 
 
 
+def sample_table(rows: int = 40, blob: bool = True) -> pa.Table:
+    """A small table of every common column kind, row ``i`` derived from ``i``."""
+    ids = np.arange(rows, dtype=np.int64)
+    columns = {
+        "id": ids,
+        "x": (ids * 0.25).astype(np.float32),
+        "flag": ids % 3 == 0,
+        "name": [f"row{i}" for i in ids],
+        "blob": [bytes([i % 256]) * (i % 4) for i in ids],
+        "vec": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 2).astype(np.int16)), 2),
+    }
+    if not blob:
+        del columns["blob"]
+    return pa.table(columns)
+
+
 def assert_bulk_matches_rows(dataset: Any, indices: list[int]) -> None:
     """``__getitems__(indices)`` holds the rows ``dataset[i]`` hold, and for every column the
     collator stacks, equals collating them in values, dtypes and shapes."""

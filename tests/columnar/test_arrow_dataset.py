@@ -20,6 +20,7 @@ from dataloader.columnar import ArrowDataset
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
 from dataloader.transform import Transform
 from tests.columnar._tables import (
+    sample_table,
     assert_bulk_matches_rows,
     cut_table,
     expected_rows,
@@ -69,15 +70,7 @@ def test_rows_are_the_tables_rows_and_a_batch_is_its_rows_collated(kind, data):
 
 
 def _table(rows: int = 40) -> pa.Table:
-    ids = np.arange(rows, dtype=np.int64)
-    return pa.table({
-        "id": ids,
-        "x": (ids * 0.25).astype(np.float32),
-        "flag": ids % 3 == 0,
-        "name": [f"row{i}" for i in ids],
-        "blob": [bytes([i % 256]) * (i % 4) for i in ids],
-        "vec": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 2).astype(np.int16)), 2),
-    })
+    return sample_table(rows)
 
 
 def _files(directory: Path, rows: int = 40) -> list[str]:

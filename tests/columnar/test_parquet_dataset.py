@@ -19,6 +19,7 @@ from dataloader import DataLoader, RandomSampler, SequentialSampler
 from dataloader.columnar import ParquetDataset
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
 from tests.columnar._tables import (
+    sample_table,
     PARQUET_KINDS,
     assert_bulk_matches_rows,
     cut_table,
@@ -55,14 +56,7 @@ def test_rows_are_the_files_rows_and_a_batch_is_its_rows_collated(data, cache):
 
 
 def _table(rows: int = 40) -> pa.Table:
-    ids = np.arange(rows, dtype=np.int64)
-    return pa.table({
-        "id": ids,
-        "x": (ids * 0.25).astype(np.float32),
-        "flag": ids % 3 == 0,
-        "name": [f"row{i}" for i in ids],
-        "vec": pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 2).astype(np.int16)), 2),
-    })
+    return sample_table(rows, blob=False)
 
 
 def _files(directory: Path, rows: int = 40, groups: int = 5) -> list[str]:
