@@ -35,7 +35,7 @@ from .worker import WorkerInfo, get_worker_info
 
 # dataloader.columnar imports pyarrow: its names load on first use, so `import dataloader`
 # (and every spawned worker) does not pay for it.
-_COLUMNAR = ("ArrowDataset", "ArrowStream", "ParquetDataset", "ParquetStream")
+_COLUMNAR = ("ArrowDataset", "ArrowStream", "ParquetDataset", "ParquetStream", "write_parquet_shards")
 
 
 def __getattr__(name: str) -> object:
@@ -83,4 +83,5 @@ __all__ = [
     "batch_rng",
     "buffer_iterator",
     "get_worker_info",
+    "write_parquet_shards",
 ]

@@ -130,14 +130,25 @@ class ImageFolder(Dataset):
 
 def read_image(path: str) -> np.ndarray:
     """Decode ``path`` as an ``(H, W, 3)`` uint8 BGR array, or raise naming the file."""
-    import cv2  # the core imports without OpenCV; only reading images needs it
-
     with open(path, "rb") as file:  # open() handles any path; cv2.imread does not on Windows
-        data = np.frombuffer(file.read(), dtype=np.uint8)
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+        data = file.read()
+    return decode_image(data, f"image {path!r}", "Remove it, or pass a `check_valid_func` that skips it.")
+
+
+def decode_image(data: Any, what: str, fix: str) -> np.ndarray:
+    """Encoded image bytes (any buffer) as OpenCV's ``IMREAD_COLOR`` decodes them: ``(H, W, 3)``
+    uint8 BGR, grayscale and 16-bit images converted. Failure is :class:`ImageDecodeError`
+    with ``what`` (what the bytes are, such as ``"image 'a/b.jpg'"``) and ``fix`` in its message."""
+    import cv2  # the core imports without OpenCV; only decoding images needs it
+
+    array = np.frombuffer(data, dtype=np.uint8)
+    try:
+        image = cv2.imdecode(array, cv2.IMREAD_COLOR) if array.size else None
+    except cv2.error:  # some malformed headers make OpenCV raise instead of returning None
+        image = None
     if image is None:
         raise ImageDecodeError(
-            f"cannot decode image {path!r} ({data.size} bytes): the file is corrupt, truncated "
-            "or not an image. Remove it, or pass a `check_valid_func` that skips it."
+            f"cannot decode {what} ({array.size} bytes): the file is corrupt, truncated "
+            f"or not an image. {fix}"
         )
     return image

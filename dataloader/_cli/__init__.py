@@ -4,4 +4,5 @@
   a progress bar and the stage table).
 - ``bench``: the :mod:`dataloader.bench` workloads against PyTorch.
 - ``doctor``: what this machine allows, and the settings it suggests.
+- ``convert``: an ImageFolder directory or an .npz file as Parquet shards.
 """

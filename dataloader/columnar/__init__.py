@@ -11,11 +11,15 @@
 - ``_table_dataset``: what the two datasets share: options, indexing, rows, the batch plan.
 - ``_gather``: a batch's rows located among chunks and taken with one ``take`` per chunk.
 - ``_fixed``: fixed-width columns as zero-copy NumPy views, gathered across a file's record batches.
+- ``_writer``: ``write_parquet_shards``, any dataset or iterable as numbered Parquet shards.
+- ``_to_arrow``: the writer's samples to Arrow columns (fixed-shape arrays, their shapes in metadata).
+- ``_shard_files``: the writer's shard files: directory checks, temporary names renamed when whole.
 """
 
 from ._arrow_dataset import ArrowDataset
 from ._parquet_dataset import ParquetDataset
 from ._streams import ArrowStream, ParquetStream, StreamStats
+from ._writer import write_parquet_shards
 
 __all__ = [
     "ArrowDataset",
@@ -23,4 +27,5 @@ __all__ = [
     "ParquetDataset",
     "ParquetStream",
     "StreamStats",
+    "write_parquet_shards",
 ]

@@ -23,6 +23,7 @@ from ._color import (
     SaturationTransform,
 )
 from ._compose import Compose
+from ._decode import DecodeImage
 from ._geometry import CenterCrop, Pad, RandomCrop, RandomHorizontalFlip, RandomVerticalFlip
 from ._pixel import GaussianNoise, Lighting, Normalize, ToMode
 from ._resize import RandomResize, RandomResizedCrop, Resize, ShortestEdgeResize
@@ -33,6 +34,7 @@ __all__ = [
     "ColorJitter",
     "Compose",
     "ContrastTransform",
+    "DecodeImage",
     "GaussianNoise",
     "HueTransform",
     "Lighting",

@@ -1,0 +1,188 @@
+"""``python -m dataloader convert SOURCE DEST``: an ImageFolder directory or an .npz file as Parquet shards.
+
+An ImageFolder (``root/<class>/<images>``) becomes rows of ``image`` (the
+file's encoded bytes, as they are on disk: decode them in the loader's
+transform stage with :class:`dataloader.transform.vision.DecodeImage`),
+``label`` (int32) and ``path`` (relative to the root, ``/``-separated), with
+the class names as JSON under ``dataloader.classes`` in the schema
+metadata. An ``.npz`` file of equal-length arrays (an ``ArrayDataset``)
+becomes one column per array, named as in the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from ..dataset import Collated, Dataset
+from ..errors import ArgumentValueError, DataLoaderError
+from ..image_folder import ImageFolder
+
+KINDS = ("imagefolder", "npz")
+# The writer's codecs (dataloader.columnar._writer.COMPRESSIONS, which a test compares), named here so
+# that building the parser does not import pyarrow for the other commands.
+COMPRESSIONS = ("zstd", "snappy", "lz4", "gzip", "brotli", "none")
+CLASSES_KEY = "dataloader.classes"
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "convert",
+        help="write an ImageFolder directory or an .npz file as Parquet shards",
+        description="Write an ImageFolder directory (root/<class>/<images>: columns image, label, path) "
+        "or an .npz file of equal-length arrays (one column per array) as Parquet shards "
+        "DEST/part-00000.parquet, ...",
+    )
+    parser.add_argument(
+        "source", metavar="SOURCE", help="an ImageFolder directory, or an .npz file of equal-length arrays"
+    )
+    parser.add_argument(
+        "dest", metavar="DEST", help="the directory (a path or a URI) to write the shards into; created if missing"
+    )
+    parser.add_argument(
+        "--rows-per-shard", type=_positive, metavar="N",
+        help="rows in each shard but the last (default: about 256 MiB of data per shard)",
+    )
+    parser.add_argument(
+        "--row-group-size", type=_positive, metavar="N",
+        help="rows per Parquet row group (default: about 32 MiB of data, at most a shard)",
+    )
+    parser.add_argument(
+        "--compression", choices=COMPRESSIONS, default="zstd",
+        help="the Parquet compression codec (default: zstd; 'none' saves CPU on JPEG or PNG bytes, "
+        "which barely compress)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace the shards an earlier run left in DEST")
+    parser.add_argument(
+        "--kind", choices=KINDS,
+        help="what SOURCE is (default: imagefolder for a directory, npz for a file ending in .npz)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..columnar import write_parquet_shards  # imported here: the other commands need no pyarrow
+
+    start = time.perf_counter()
+    try:
+        kind = args.kind or _kind(args.source)
+        data, rows, metadata = _image_folder(args.source) if kind == "imagefolder" else _npz(args.source)
+        paths = write_parquet_shards(
+            data,
+            args.dest,
+            args.rows_per_shard,
+            row_group_size=args.row_group_size,
+            compression=args.compression,
+            progress=importlib.util.find_spec("tqdm") is not None,  # the bar goes to stderr
+            overwrite=args.overwrite,
+            metadata=metadata,
+        )
+    except (DataLoaderError, OSError) as error:
+        message = str(error).replace("pass overwrite=True", "pass --overwrite").replace("`directory`", "DEST")
+        print(f"python -m dataloader convert: error: {message}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - start
+    size = sum(_size(path) for path in paths)
+    print(
+        f"{rows:,} rows in {len(paths)} shard(s), {_human(size)}, "
+        f"in {seconds:.2f} s: {args.dest}"
+    )
+    return 0
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return int(text)
+
+
+def _human(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+def _kind(source: str) -> str:
+    if os.path.isdir(source):
+        return "imagefolder"
+    if source.lower().endswith(".npz"):
+        return "npz"
+    raise ArgumentValueError(
+        f"SOURCE {source!r} is neither a directory nor an .npz file; give an ImageFolder directory "
+        "or an .npz file, or say which it is with --kind."
+    )
+
+
+class EncodedImages(Dataset):
+    """An ImageFolder's files as rows: the file's bytes (not decoded), the label, the relative path."""
+
+    def __init__(self, folder: ImageFolder) -> None:
+        self.folder = folder
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        batch = self.__getitems__([index]).batch
+        return {name: column[0] for name, column in batch.items()}
+
+    def __getitems__(self, indices: list[int]) -> Collated:
+        paths = [self.folder.path(i) for i in indices]
+        images = []
+        for path in paths:
+            with open(path, "rb") as file:
+                images.append(file.read())
+        relative = [os.path.relpath(path, self.folder.root).replace(os.sep, "/") for path in paths]
+        batch = {"image": images, "label": self.folder.labels[indices], "path": relative}
+        return Collated(batch, len(indices))
+
+
+def _image_folder(source: str) -> tuple[EncodedImages, int, dict[str, str]]:
+    folder = ImageFolder(source)
+    return EncodedImages(folder), len(folder), {CLASSES_KEY: json.dumps(list(folder.classes))}
+
+
+def _npz(source: str) -> tuple[dict[str, np.ndarray], int, dict[str, str]]:
+    try:
+        archive = np.load(source, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            archive = None
+        else:
+            with archive:
+                arrays = {name: archive[name] for name in archive.files}
+    except ValueError as error:  # object arrays, which need pickle
+        raise ArgumentValueError(
+            f"cannot read {source!r} without pickle ({error}); save the arrays with numeric, "
+            "string or bytes dtypes, not dtype=object."
+        ) from error
+    except (OSError, zipfile.BadZipFile) as error:
+        raise ArgumentValueError(f"cannot read {source!r} as an .npz file ({error}).") from error
+    if archive is None:
+        raise ArgumentValueError(
+            f"{source!r} holds one array (a .npy file), not an .npz archive; save it with "
+            "np.savez(path, name=array, ...)."
+        )
+    lengths = {name: len(array) if array.ndim else None for name, array in arrays.items()}
+    if not arrays or None in lengths.values() or len(set(lengths.values())) != 1:
+        raise ArgumentValueError(
+            f"{source!r} must hold arrays of one length (a row per item); got lengths {lengths}. "
+            "Save only the per-row arrays in it."
+        )
+    return arrays, next(iter(lengths.values())), {}
+
+
+def _size(path: str) -> int:
+    import pyarrow.fs as pafs
+
+    fs, inner = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+    return fs.get_file_info(inner).size or 0

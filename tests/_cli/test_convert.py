@@ -1,0 +1,123 @@
+"""python -m dataloader convert: an ImageFolder and an .npz file as Parquet shards."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from dataloader import ImageFolder
+from dataloader._cli import convert
+from dataloader.columnar import _writer
+from dataloader.columnar._to_arrow import fixed_shapes
+from tests._fixtures_images import make_image_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-m", "dataloader", "convert", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_an_image_folder_becomes_encoded_bytes_labels_and_paths(tmp_path):
+    root = make_image_folder(tmp_path / "images")
+    dest = tmp_path / "parquet"
+    result = run_cli(str(root), str(dest), "--rows-per-shard", "4", "--row-group-size", "3")
+    assert result.returncode == 0, result.stderr
+    folder = ImageFolder(root)
+    assert len(folder) == 9
+    assert sorted(p.name for p in dest.iterdir()) == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    table = pq.read_table(dest)
+    assert table.column_names == ["image", "label", "path"]
+    assert [str(f.type) for f in table.schema] == ["binary", "int32", "string"]
+    assert json.loads(table.schema.metadata[b"dataloader.classes"]) == ["cat", "dog"]
+    rows = table.to_pylist()
+    for index, row in enumerate(rows):
+        assert row["path"] == os.path.relpath(folder.path(index), root).replace(os.sep, "/")
+        assert row["image"] == Path(folder.path(index)).read_bytes()  # the file's bytes, not decoded
+        assert row["label"] == folder.labels[index]
+    assert "cat/nested/5.jpg" in [row["path"] for row in rows]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert summary.startswith("9 rows in 3 shard(s),") and "KiB, in " in summary and str(dest) in summary
+    assert "row" in result.stderr  # the progress bar
+
+
+def test_an_npz_file_becomes_one_column_per_array(tmp_path):
+    arrays = {
+        "label": np.arange(10, dtype=np.int32),
+        "x": np.random.default_rng(0).random((10, 2, 3)).astype(np.float32),
+        "name": np.array([f"item{i}" for i in range(10)]),
+    }
+    np.savez(tmp_path / "data.npz", **arrays)
+    result = run_cli(str(tmp_path / "data.npz"), str(tmp_path / "out"), "--compression", "none")
+    assert result.returncode == 0, result.stderr
+    table = pq.read_table(tmp_path / "out")
+    assert table.column_names == ["label", "x", "name"]
+    assert table.column("label").to_pylist() == list(range(10))
+    assert fixed_shapes(table.schema) == {"x": (2, 3)}
+    x = table.column("x").combine_chunks().flatten().flatten().to_numpy().reshape(10, 2, 3)
+    assert np.array_equal(x, arrays["x"])
+    assert table.column("name").to_pylist() == arrays["name"].tolist()
+    assert result.stdout.strip().startswith("10 rows in 1 shard(s)")
+
+
+def test_help_lists_every_option():
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for option in ("SOURCE", "DEST", "--rows-per-shard", "--row-group-size", "--compression", "--overwrite", "--kind"):
+        assert option in result.stdout
+    assert "convert" in run_cli_main_help()
+
+
+def run_cli_main_help() -> str:
+    return subprocess.run([sys.executable, "-m", "dataloader", "--help"], capture_output=True, text=True, timeout=60).stdout
+
+
+def test_existing_shards_need_overwrite_and_errors_exit_2(tmp_path):
+    root = make_image_folder(tmp_path / "images")
+    dest = tmp_path / "out"
+    assert run_cli(str(root), str(dest)).returncode == 0
+    again = run_cli(str(root), str(dest))
+    assert again.returncode == 2 and "already holds 1 shard(s)" in again.stderr and "overwrite" in again.stderr
+    assert run_cli(str(root), str(dest), "--overwrite").returncode == 0
+    (tmp_path / "notes.txt").write_text("x")
+    unknown = run_cli(str(tmp_path / "notes.txt"), str(tmp_path / "x"))
+    assert unknown.returncode == 2 and "--kind" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    "arrays,match",
+    [
+        ({"a": np.arange(3), "b": np.arange(4)}, "arrays of one length"),
+        ({"a": np.array(5)}, "arrays of one length"),
+        ({"a": np.array([object(), 1], dtype=object)}, "without pickle"),
+    ],
+)
+def test_npz_files_that_are_not_tables_are_refused(tmp_path, arrays, match, capsys):
+    path = tmp_path / "data.npz"
+    np.savez(path, **arrays)
+    args = type("Args", (), {"source": str(path), "dest": str(tmp_path / "out"), "kind": None, "rows_per_shard": None,
+                             "row_group_size": None, "compression": "zstd", "overwrite": False})
+    assert convert.run(args) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_a_npy_file_given_as_npz_is_refused(tmp_path, capsys):
+    np.save(tmp_path / "a.npy", np.arange(3))
+    args = type("Args", (), {"source": str(tmp_path / "a.npy"), "dest": str(tmp_path / "out"), "kind": "npz",
+                             "rows_per_shard": None, "row_group_size": None, "compression": "zstd", "overwrite": False})
+    assert convert.run(args) == 2
+    assert "a .npy file" in capsys.readouterr().err
+
+
+def test_the_cli_offers_the_writers_codecs():
+    assert convert.COMPRESSIONS == _writer.COMPRESSIONS
