@@ -3,8 +3,8 @@ floor of a process transport, a GPU's feed, and torchvision's transforms.
 
 Not imported by ``import dataloader``; torch, Pillow, OpenCV and matplotlib are imported only
 where a workload or an option needs them. The command lines are ``python -m dataloader
-bench`` (the main bench), ``python -m dataloader.bench.{floor,gpu,vision}`` (the others) and,
-in a checkout, their launchers ``python tools/bench*.py``. The files:
+bench`` (the main bench), ``python -m dataloader.bench.{floor,gpu,vision,columnar}`` (the
+others) and, in a checkout, their launchers ``python tools/bench*.py``. The files:
 
 - ``cli.py``: the main bench's entry: ``main(argv)``, ``run(config)``, ``report(config)``.
 - ``config.py``: ``BenchConfig``, what one run of the main bench measures, validated.
@@ -22,6 +22,8 @@ in a checkout, their launchers ``python tools/bench*.py``. The files:
 - ``floor.py``, ``floor_workers.py``: the floor of a process transport (``bench_floor``).
 - ``gpu.py``: feeding a GPU: device copy and preload against pinned memory (``bench_gpu``).
 - ``vision.py``, ``vision_ops.py``: each vision transform against its peer (``bench_vision``).
+- ``columnar.py``, ``columnar_contenders.py``, ``columnar_data.py``: Parquet and Arrow reading
+  against the plain reader, PyTorch, Hugging Face datasets and ImageFolder (``bench_columnar``).
 """
 
 from .cli import main, report, resummarize, run
