@@ -28,6 +28,16 @@ def empty(shape: tuple, dtype: np.dtype) -> np.ndarray:
     return allocate(tuple(shape), np.dtype(dtype))
 
 
+def adopt(array: np.ndarray) -> np.ndarray:
+    """``array`` itself where no allocator is active, else a copy of it from the allocator
+    (for a batch made in a fresh array by a bulk NumPy call)."""
+    if _current.get() is None:
+        return array
+    out = _current.get()(array.shape, array.dtype)
+    out[...] = array
+    return out
+
+
 @contextmanager
 def use_allocator(allocate: Allocator) -> Iterator[None]:
     """Route :func:`empty` to ``allocate`` inside the ``with`` block (this thread/context only)."""

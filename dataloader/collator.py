@@ -8,10 +8,16 @@ truncation or an object array.
 
 The hook: subclass :class:`Collator` and override ``apply`` to build batches
 your own way (padding ragged boxes, say), and pass an instance as
-``DataLoader(collator=...)``. Every output array here is allocated with
-:func:`dataloader._alloc.empty` and filled in place, so inside a worker the
-batch is written straight into shared memory; a custom collator that does the
-same gets that for free, one that returns fresh arrays costs one extra copy.
+``DataLoader(collator=...)``. Every output array here comes from the active
+allocator (:func:`dataloader._alloc.empty`, filled in place, or
+:func:`dataloader._alloc.adopt` for a column of numbers made in one NumPy call),
+so inside a worker the batch is written straight into shared memory; a custom
+collator that does the same gets that for free, one that returns fresh arrays
+costs one extra copy.
+
+Speed: a field whose values all have one exact type (the common case) takes a
+bulk rule, one C-level pass per field; any other field, and any the bulk rule
+cannot decide, takes the full rules, which also word every error.
 """
 
 from __future__ import annotations
@@ -66,10 +72,11 @@ def _kind(value: Any) -> str:
 def _collate(values: Sequence[Any], path: str) -> Any:
     """Collate the values found at ``path`` in every sample (one per sample)."""
     types = set(map(type, values))
-    if types == _PLAIN_ARRAYS:  # the common leaf: the fast path needs no rule lookup
-        stacked = _stack_alike(values)
-        if stacked is not None:
-            return stacked
+    if len(types) == 1:  # one exact type: its bulk rule, if it has one, needs no checks per value
+        fast = _fast_rule(values[0])
+        batch = None if fast is None else fast(values, path)
+        if batch is not None:
+            return batch
     kind = _kind(values[0])
     if len(types) > 1:
         kind = _common_kind(values, kind, path)
@@ -80,6 +87,66 @@ _PLAIN_ARRAYS = {np.ndarray}
 _dtype_of = operator.attrgetter("dtype")
 
 
+def _fast_rule(value: Any) -> Callable[[Sequence[Any], str], Any] | None:
+    """The bulk rule for values all of ``type(value)`` exactly, or None: the full rules decide.
+
+    A bulk rule gives exactly what the full rules give, or None where it cannot tell (lengths
+    or keys that differ, an integer past int64, ragged arrays); the full rules then collate
+    the values again and name the problem, so results and errors are the same either way.
+    """
+    cls = type(value)
+    fast = _FAST_RULES.get(cls)
+    if fast is None and issubclass(cls, (np.number, np.bool_)):
+        fast = _FAST_RULES[cls] = _fast_numbers
+    return fast
+
+
+def _fast_numbers(values: Sequence[Any], path: str) -> np.ndarray | None:
+    """Numbers of one exact type in one C pass: ``np.fromiter`` into the dtype ``np.asarray``
+    would give them (int64 for Python ints, float64 for floats, a NumPy scalar's own)."""
+    first = values[0]
+    dtype = _PYTHON_DTYPES[type(first)] if type(first) in _PYTHON_DTYPES else first.dtype
+    if dtype.kind not in "biufc":  # timedelta64: the full rules
+        return None
+    try:
+        column = np.fromiter(values, dtype, len(values))
+    except OverflowError:  # an integer past int64: the full rules keep it exact, or name it
+        return None
+    return _alloc.adopt(column)
+
+
+_PYTHON_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64),
+                  complex: np.dtype(np.complex128)}
+
+
+def _fast_sequence(values: Sequence[Sequence], path: str) -> list | None:
+    """The fields of tuples or lists, column by column; None where the lengths differ."""
+    try:
+        columns = list(zip(*values, strict=True))
+    except ValueError:
+        return None
+    return [_collate(column, f"{path}[{i}]") for i, column in enumerate(columns)]
+
+
+def _fast_tuple(values: Sequence[tuple], path: str) -> tuple | None:
+    columns = _fast_sequence(values, path)
+    return None if columns is None else tuple(columns)
+
+
+def _fast_dict(values: Sequence[dict], path: str) -> dict | None:
+    """The values of dicts key by key; None unless every dict has the first one's keys."""
+    keys = list(values[0])
+    if len(set(map(len, values))) > 1:
+        return None
+    take = operator.itemgetter(*keys) if keys else None
+    try:
+        rows = list(map(take, values)) if keys else []
+    except KeyError:
+        return None
+    columns = zip(*rows) if len(keys) > 1 else [rows]
+    return {k: _collate(column, f"{path}[{k!r}]") for k, column in zip(keys, columns)}
+
+
 def _stack_alike(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
     """The fast path for the common case: plain arrays of one shape and dtype stacked with one
     ``np.concatenate`` into the batch array (no per-sample views, no Python-level pass over
@@ -87,7 +154,11 @@ def _stack_alike(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
     first = arrays[0]
     if not first.ndim or first.dtype.hasobject:
         return None
-    if len(set(map(len, arrays))) > 1 or len(set(map(_dtype_of, arrays))) > 1:
+    try:
+        lengths = set(map(len, arrays))
+    except TypeError:  # a 0-d array among others: the full path names the shapes
+        return None
+    if len(lengths) > 1 or len(set(map(_dtype_of, arrays))) > 1:
         return None
     out = _alloc.empty((len(arrays), *first.shape), first.dtype)
     rows = out.reshape(len(arrays) * first.shape[0], *first.shape[1:])
@@ -239,6 +310,13 @@ def _collate_namedtuple(values: Sequence[tuple], path: str) -> tuple:
 def _collate_other(values: Sequence[Any], path: str) -> Any:
     _unsupported(values, path, 0)
 
+
+_FAST_RULES: dict[type, Callable[[Sequence[Any], str], Any]] = {
+    np.ndarray: lambda values, path: _stack_alike(values),
+    bool: _fast_numbers, int: _fast_numbers, float: _fast_numbers, complex: _fast_numbers,
+    str: _collate_text, bytes: _collate_text,
+    tuple: _fast_tuple, list: _fast_sequence, dict: _fast_dict,
+}
 
 _RULES: dict[str, Callable[[Sequence[Any], str], Any]] = {
     "array": _collate_arrays,

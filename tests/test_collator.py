@@ -517,3 +517,117 @@ def test_property_ragged_leaf_is_reported_by_path(data):
     msg = str(info.value)
     assert f"`{path}`" in msg and str(tuple(shape)) in msg and str(other) in msg
     assert f"{other} in sample {odd}" in msg
+
+
+# ------------------------------------------------ the bulk rules give what the full rules give
+
+ODD_LEAVES = st.one_of(
+    st.integers(-(2**65), 2**65), st.floats(), st.booleans(), st.none(), st.text(max_size=2),
+    st.binary(max_size=2), hnp.arrays(np.int64, ()), hnp.arrays(np.float32, (2,)),
+    st.sampled_from([np.int64(3), np.float32(1.5), np.uint64(2**64 - 1), np.bool_(True)]),
+)
+
+
+def full_rules_only() -> Any:
+    """The collator with its bulk rules switched off: every value takes the full rules."""
+    from unittest import mock
+
+    from dataloader import collator as collator_module
+
+    return mock.patch.object(collator_module, "_fast_rule", lambda value: None)
+
+
+def outcome(samples: list) -> Any:
+    try:
+        return collate(samples)
+    except CollateError as error:
+        return error
+
+
+def assert_same(got: Any, expected: Any) -> None:
+    """Equal values, dtypes, shapes and container types all the way down; equal errors."""
+    assert type(got) is type(expected)
+    if isinstance(expected, CollateError):
+        assert str(got) == str(expected)
+    elif isinstance(expected, np.ndarray):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected)
+        for key in expected:
+            assert_same(got[key], expected[key])
+    elif isinstance(expected, (tuple, list)):
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            assert_same(a, b)
+    else:
+        assert got == expected
+
+
+def perturbed(sample: Any, data: Any) -> Any:
+    """``sample`` with one part changed: a leaf swapped for an odd one, a container's type
+    changed, or an element or key dropped (each somewhere at random)."""
+    kind = type(sample)
+    if isinstance(sample, dict) and sample:
+        key = data.draw(st.sampled_from(list(sample)))
+        choice = data.draw(st.sampled_from(["recurse", "drop"]))
+        if choice == "drop":
+            return {k: v for k, v in sample.items() if k != key}
+        return {**sample, key: perturbed(sample[key], data)}
+    if isinstance(sample, (tuple, list)) and sample:
+        j = data.draw(st.integers(0, len(sample) - 1))
+        choice = data.draw(st.sampled_from(["recurse", "drop", "retype"]))
+        parts = list(sample)
+        if choice == "drop":
+            del parts[j]
+        elif choice == "recurse":
+            parts[j] = perturbed(parts[j], data)
+        else:
+            return list(parts) if kind is not list else tuple(parts)
+        return kind(*parts) if hasattr(kind, "_fields") and len(parts) == len(sample) else (
+            list(parts) if kind is list else tuple(parts))
+    return data.draw(ODD_LEAVES)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_property_bulk_rules_give_what_the_full_rules_give(data):
+    schema = data.draw(schemas)
+    samples = data.draw(st.lists(values(schema), min_size=1, max_size=5))
+    for _ in range(data.draw(st.integers(0, 2))):
+        i = data.draw(st.integers(0, len(samples) - 1))
+        samples[i] = perturbed(samples[i], data)
+    with full_rules_only():
+        expected = outcome(samples)
+    assert_same(outcome(samples), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(ODD_LEAVES, st.integers(), st.floats()), min_size=1, max_size=6))
+def test_property_columns_of_mixed_numbers_match_the_full_rules(column):
+    samples = [(value, i) for i, value in enumerate(column)]
+    with full_rules_only():
+        expected = outcome(samples)
+    assert_same(outcome(samples), expected)
+
+
+def test_bulk_rules_raise_the_full_rules_errors_for_ragged_and_mixed_batches():
+    for samples in ([(1, 2.0), (1,)], [{"a": 1, "b": 2}, {"a": 1, "c": 2}], [(1, "x"), (2, b"y")],
+                    [(2**64, 1), (-1, 1)], [[1, 2], (1, 2)], [{"a": np.zeros(2)}, {"a": np.zeros(3)}]):
+        with full_rules_only():
+            expected = outcome(samples)
+        assert isinstance(expected, CollateError)
+        assert_same(outcome(samples), expected)
+
+
+def test_bulk_rules_write_into_the_allocator():
+    record = Recorder()
+    with _alloc.use_allocator(record):
+        batch = collate([(1, 2.5, True, np.float32(1)), (3, 4.5, False, np.float32(2))])
+    assert [a.dtype for a in batch] == [np.int64, np.float64, np.bool_, np.float32]
+    assert len(record.made) == 4
+
+
+def test_a_zero_d_array_among_arrays_is_a_collate_error():
+    with pytest.raises(CollateError, match=r"arrays have different shapes: \(1,\) in samples 0, 2; \(\) in sample 1"):
+        collate([np.zeros(1), np.array(0.0), np.zeros(1)])

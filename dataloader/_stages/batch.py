@@ -104,7 +104,8 @@ class BatchMaker:
     def __post_init__(self) -> None:
         # A batch the dataset collated itself is handed out as it is only when nothing would
         # have changed it: no per-sample transform and the default collator.
-        self._takes_collated = type(self.transform) is PseudoTransform and type(self.collator) is Collator
+        self._identity = type(self.transform) is PseudoTransform  # no transform stage to run
+        self._takes_collated = self._identity and type(self.collator) is Collator
 
     def __call__(self, task: BatchTask) -> Any:
         if self.seed is None:
@@ -142,9 +143,11 @@ class BatchMaker:
                 return samples.batch
             samples = samples.rows()
         fetched = perf_counter()
-        self.stage = "transform"
-        samples = _transform(self.transform, samples)
-        transformed = perf_counter()
+        transformed = fetched
+        if not self._identity:
+            self.stage = "transform"
+            samples = _transform(self.transform, samples)
+            transformed = perf_counter()
         self.stage = "collate"
         if task.chunk is not None:
             batch: Any = Chunk(task.chunk[0], task.chunk[1], task.index, list(samples))

@@ -11,18 +11,27 @@ from dataloader import Dataset
 
 
 def leaves(batch: Any) -> list:
-    """Every array (or number) of a nested batch of dicts, lists and tuples, depth first."""
+    """Every array (or number) of a nested batch of dicts, lists and tuples, depth first; a
+    list of strings (a batch's text field) is one leaf."""
     if isinstance(batch, dict):
         return [leaf for value in batch.values() for leaf in leaves(value)]
-    if isinstance(batch, (list, tuple)):
+    if isinstance(batch, (list, tuple)) and not _is_text(batch):
         return [leaf for value in batch for leaf in leaves(value)]
     return [batch]
 
 
+def _is_text(column: Any) -> bool:
+    return isinstance(column, list) and bool(column) and isinstance(column[0], (str, bytes))
+
+
 def touch(batch: Any) -> float:
-    """What the consumer does with every batch, whoever made it: sum 16 values of each array."""
+    """What the consumer does with every batch, whoever made it: sum 16 values of each array
+    (and count the strings of a text field)."""
     total = 0.0
     for leaf in leaves(batch):
+        if _is_text(leaf):
+            total += len(leaf)
+            continue
         array = leaf.numpy() if hasattr(leaf, "numpy") else np.asarray(leaf)
         total += float(array.reshape(-1)[:16].sum())
     return total
@@ -39,9 +48,16 @@ def plain_batches(
             return
 
 
-def stack(samples: list) -> tuple:
-    """The baseline's collation: arrays stacked, numbers into a 1-d array."""
-    return tuple(
-        np.stack(column) if isinstance(column[0], np.ndarray) else np.array(column)
-        for column in zip(*samples)
-    )
+def stack(samples: list) -> tuple | dict:
+    """The baseline's collation, field by field: arrays stacked, numbers into a 1-d array,
+    strings into a list; a dict per key, anything else per position."""
+    if isinstance(samples[0], dict):
+        return {key: _column([sample[key] for sample in samples]) for key in samples[0]}
+    return tuple(_column(column) for column in zip(*samples))
+
+
+def _column(column: Any) -> Any:
+    first = column[0]
+    if isinstance(first, np.ndarray):
+        return np.stack(column)
+    return list(column) if isinstance(first, (str, bytes)) else np.array(column)

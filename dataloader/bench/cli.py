@@ -1,8 +1,11 @@
 """Benchmark this loader against ``torch.utils.data.DataLoader`` and against no loader at all.
 
-Three workloads compare loaders, each for every ``num_workers`` asked for (default 0 and 2):
+Six workloads compare loaders, each for every ``num_workers`` asked for (default 0 and 2):
 
 - ``tiny``: per-sample overhead. 2M samples of (float32[8], int), batches of 256.
+- ``scalars``, ``record``, ``vector``: small samples, batches of 256: an (int, float) tuple of
+  Python scalars; a dict of an int, a float, a bool and a short string; (float32[16], a NumPy
+  int64). The table's "x serial" column is ours with workers over ours with none.
 - ``images``: bandwidth. 3x224x224 uint8 images taken from a preallocated pool, batches of 64;
   making a sample costs nothing, so moving the batch from worker to consumer dominates.
 - ``decode``: CPU work. 256 JPEGs encoded with Pillow at start-up and kept as bytes; each sample
@@ -20,8 +23,8 @@ whose step takes as long as loading a batch; num_workers 0 and 2), ``cv2`` and `
 (thread against process workers, num_workers 2, on a transform that releases the GIL and on
 one that holds it) and ``monitor`` (``DATALOADER_MONITOR=1`` against the default). Two more
 compare the loaders (no ideal) on transforms whose library runs its own thread pool:
-``matmul`` (NumPy, BLAS) and ``torchconv`` (a PyTorch convolution), num_workers 2. All nine
-run by default (cv2 where OpenCV is importable, torchconv where torch is): ~6.5 minutes on 2
+``matmul`` (NumPy, BLAS) and ``torchconv`` (a PyTorch convolution), num_workers 2. All twelve
+run by default (cv2 where OpenCV is importable, torchconv where torch is): ~8.5 minutes on 2
 quiet cores. The method and a full run are in docs/performance.md; the modules beside this
 one hold the parts: ``workloads`` (datasets), ``loaders`` (the ways of making batches),
 ``measure`` (one run), ``schedule`` (all runs), ``summary`` (rows and targets), ``tables``

@@ -12,7 +12,7 @@ from .workloads import WORKLOADS, default_workloads, missing_module
 class BenchConfig:
     """What one benchmark run measures."""
 
-    # All nine (cv2 only where OpenCV is importable, torchconv where torch is): about 6.5
+    # All twelve (cv2 only where OpenCV is importable, torchconv where torch is): about 8.5
     # minutes on 2 quiet cores.
     workloads: tuple[str, ...] = field(default_factory=default_workloads)
     workers: tuple[int, ...] = (0, 2)

@@ -256,15 +256,16 @@ def _plain_loop(dataset: Dataset, order: list[int], batch_size: int, seconds: fl
     batches, total, samples, timer = 0, 0, 0, None
     for batch in plain_batches(dataset, order, batch_size, forever=True):
         touch(batch)
-        batches, total = batches + 1, total + len(batch[0])
+        size = len(leaves(batch)[0])
+        batches, total = batches + 1, total + size
         now = time.perf_counter()
         if timer is None:
             timer = now if batches >= warmup else None
         else:
-            samples += len(batch[0])
+            samples += size
             if now - timer >= seconds:
                 break
-    per_sample = sum(leaf.nbytes for leaf in batch) / len(batch[0])
+    per_sample = sum(np.asarray(leaf).nbytes for leaf in leaves(batch)) / size
     pipe.send((samples, time.perf_counter() - timer, total, per_sample))
 
 

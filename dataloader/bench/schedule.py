@@ -16,7 +16,7 @@ import numpy as np
 
 from dataloader import Dataset, SequentialSampler
 
-from .batches import plain_batches
+from .batches import leaves, plain_batches
 from .config import BenchConfig
 from .loaders import MatmulStep, monitoring, one_blas_thread, our_loader, run_spec
 from .machine import torch_version
@@ -114,13 +114,13 @@ def _first_batches(dataset: Dataset, size: int, workers: int, config: BenchConfi
     sampler = SequentialSampler(dataset, batch_size=size)
     with monitoring(label == MONITOR):
         with iter(our_loader(dataset, sampler, workers, config, label)) as iterator:
-            return [tuple(np.array(leaf) for leaf in next(iterator)) for _ in range(batches)]
+            return [[np.array(leaf) for leaf in leaves(next(iterator))] for _ in range(batches)]
 
 
 def _differences(got: list, expected: list, workload: Workload) -> list[str]:
     problems = []
     for k, (mine, theirs) in enumerate(zip(got, expected)):
-        for i, (a, b) in enumerate(zip(mine, theirs)):
+        for i, (a, b) in enumerate(zip(mine, map(np.array, leaves(theirs)))):
             if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
                 problems.append(f"batch {k} field {i}: {a.dtype}{a.shape} != {b.dtype}{b.shape}")
             elif (workload.deterministic or i > 0) and not np.array_equal(a, b):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .measure import Measurement
 from .repetitions import median, paired, paired_median
 from .workloads import (
-    BASELINE, IDEAL, LOAD_ONLY, MONITOR, OURS, PRELOAD, STEP_ONLY, THREAD, TORCH, WORKLOADS,
+    BASELINE, IDEAL, LOAD_ONLY, MONITOR, OURS, PRELOAD, SMALL, STEP_ONLY, THREAD, TORCH, WORKLOADS,
 )
 
 _MIB = 2**20
@@ -56,6 +56,7 @@ def _row(name: str, loader: str, count: int | None, group: list[Measurement], ba
         "peak_rss_mib": median([r.peak_rss / _MIB for r in group]),
         "peak_memory_mib": median([r.peak_memory / _MIB for r in group if r.peak_memory]),
         "cpu_us_per_sample": median([r.cpu_s / r.samples_total * 1e6 for r in group]),
+        "timed_cpu_us_per_sample": median([_cpu_per_sample(r) * 1e6 for r in group]),
         "others_cpus": median([r.others_cpus for r in group]),
         "leftover_processes": max((r.leftover_processes for r in group), default=0),
         "vs_torch": None, "first_batch_vs_torch": None, "pss_vs_torch": None,
@@ -79,7 +80,8 @@ def _row(name: str, loader: str, count: int | None, group: list[Measurement], ba
 
 def _derived(row: dict, group: list[Measurement], runs: list[Measurement], cpus: int) -> None:
     """The settings workloads' numbers, paired within a repetition: preload's overlap and
-    its ceiling on this machine, threads against processes, monitoring's overhead."""
+    its ceiling on this machine, workers against our serial loader, threads against
+    processes, monitoring's overhead."""
     loader, count = row["loader"], row["num_workers"]
     others = lambda label: {r.rep: r for r in runs if (r.loader, r.num_workers) == (label, count)}
     if row["workload"] == "preload":
@@ -91,6 +93,9 @@ def _derived(row: dict, group: list[Measurement], runs: list[Measurement], cpus:
         ceiling = [_ceiling(loads[r.rep], steps[r.rep], size, cpus) for r in reps]
         row["overlap"], row["overlap_ceiling"] = median(overlap), median(ceiling)
         row["overlap_min"], row["overlap_max"] = min(overlap, default=None), max(overlap, default=None)
+    elif loader == OURS and count:
+        serial = {r.rep: r for r in runs if (r.loader, r.num_workers) == (OURS, 0)}
+        row["vs_serial"] = paired_median(group, serial, lambda r, s: r.rate / s.rate)
     elif loader == THREAD:
         row["vs_process"] = paired_median(group, others(OURS), lambda r, p: r.rate / p.rate)
     elif loader == MONITOR:
@@ -135,6 +140,13 @@ TARGETS = [
     *[(w, OURS, 2, "memory_vs_torch", "<=", 1.0,
        f"{w}: peak memory, unmapped shared memory included, <= PyTorch's")
       for w in ("tiny", "images", "decode")],
+    # Small samples (issue 23): serial at the plain loop's speed, workers never slower.
+    *[(w, OURS, 0, "vs_no_loader", ">=", 0.9, f"{w}: serial >= 0.9x the no-loader rate")
+      for w in SMALL],
+    *[(w, OURS, 2, "vs_serial", ">=", 1.0, f"{w}: 2 workers >= 1.0x our serial rate")
+      for w in SMALL],
+    *[(w, OURS, 2, "vs_no_loader", ">=", 0.5, f"{w}: 2 workers >= 0.5x the no-loader rate")
+      for w in SMALL],
     *[("preload", PRELOAD, n, "overlap", ">=", 1.8,
        f"preload overlap >= 1.8 with step = load, {n} workers") for n in (0, 2)],
     *[("monitor", MONITOR, n, "monitor_overhead_pct", "<", 5.0,

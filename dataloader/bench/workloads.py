@@ -1,10 +1,13 @@
 """The benchmark's workloads: their datasets, batch sizes and which runs make up a group.
 
-Nine workloads, all run by default. Three compare loaders (ours, PyTorch's, no loader, the
+Twelve workloads, all run by default. Six compare loaders (ours, PyTorch's, no loader, the
 ideal):
 
 - ``tiny``: per-sample overhead. 2M samples of (float32[8], int), batches of 256 (an epoch
   outlasts the measured 1.5 s, as the other workloads' do).
+- ``scalars``, ``record`` and ``vector`` (``SMALL``; datasets in ``small.py``): small samples,
+  2M of them, batches of 256: (int, float) Python scalars; a dict of an int, a float, a bool
+  and a short string; (float32[16], NumPy int64).
 - ``images``: bandwidth. 3x224x224 uint8 images from a preallocated pool, batches of 64.
 - ``decode``: CPU work. JPEGs decoded with Pillow and cropped at random, batches of 32.
 
@@ -35,6 +38,8 @@ from typing import Callable
 import numpy as np
 
 from dataloader import Dataset
+
+from .small import RecordDataset, ScalarsDataset, VectorDataset
 
 # Run labels. The first four are the default comparison; the rest are settings of ours.
 OURS, TORCH, BASELINE, IDEAL = "ours", "torch", "no-loader", "ideal"
@@ -230,11 +235,20 @@ def _decode(small: bool) -> Dataset:
     return DecodeDataset(4_000 if small else 32_000, 64 if small else 256)
 
 
+def _small(name: str, make: Callable[[int], Dataset], what: str) -> Workload:
+    """A small-sample workload: 2M samples (50k for smoke runs), batches of 256."""
+    return Workload(name, 256, lambda small: make(50_000 if small else 2_000_000),
+                    f"small samples: {what}, batch 256", True)
+
+
 WORKLOADS = {
     "tiny": Workload(
         "tiny", 256, lambda small: TinyDataset(50_000 if small else 2_000_000),
         "per-sample overhead: (float32[8], int) samples, batch 256", True,
     ),
+    "scalars": _small("scalars", ScalarsDataset, "(int, float) Python scalars"),
+    "record": _small("record", RecordDataset, "dict of int, float, bool and a short str"),
+    "vector": _small("vector", VectorDataset, "(float32[16], numpy int64)"),
     "images": Workload(
         "images", 64, lambda small: ImageDataset(16_000 if small else 256_000),
         "bandwidth: uint8[3,224,224] images from a 256-image pool, batch 64", True,
@@ -276,7 +290,8 @@ WORKLOADS = {
     ),
 }
 
-COMPARISONS = ("tiny", "images", "decode")
+COMPARISONS = ("tiny", "scalars", "record", "vector", "images", "decode")
+SMALL = ("scalars", "record", "vector")
 SETTINGS = ("preload", "cv2", "pyloop", "monitor")
 
 

@@ -24,3 +24,15 @@ def test_plain_batches_stack_arrays_and_numbers():
     forever = plain_batches(dataset, [1], 1, forever=True)
     assert [next(forever)[1].tolist() for _ in range(3)] == [[8]] * 3
     assert stack([(np.zeros(2), 1)])[1].dtype.kind == "i"
+
+
+def test_stack_takes_dicts_by_key_and_keeps_strings_in_a_list():
+    batch = stack([{"id": 1, "score": 0.5, "tag": "a"}, {"id": 2, "score": 1.5, "tag": "b"}])
+    assert list(batch) == ["id", "score", "tag"] and batch["tag"] == ["a", "b"]
+    assert batch["id"].dtype == np.int64 and batch["score"].tolist() == [0.5, 1.5]
+
+
+def test_a_text_field_is_one_leaf_and_touch_counts_its_strings():
+    batch = {"id": np.arange(3), "tag": ["a", "b", "c"]}
+    assert [type(leaf) for leaf in leaves(batch)] == [np.ndarray, list]
+    assert touch(batch) == 0 + 1 + 2 + 3

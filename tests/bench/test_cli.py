@@ -25,7 +25,8 @@ from dataloader.bench import cli
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = [sys.executable, str(ROOT / "tools" / "bench.py")]
 MODULE = [sys.executable, "-m", "dataloader", "bench"]
-WORKLOADS = ("tiny", "images", "decode")
+SMALL = ("scalars", "record", "vector")
+WORKLOADS = ("tiny", *SMALL, "images", "decode")
 SETTINGS = ("preload", "cv2", "pyloop", "monitor")
 POOLS = ("matmul",)  # torchconv needs torch; both run with the settings, --no-torch
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -118,7 +119,22 @@ def test_targets_are_judged(quick_run):
     _, result = quick_run
     judged = {t["target"] for t in result["targets"]}
     assert any("decode" in t for t in judged)
+    for name in SMALL:
+        assert {f"{name}: serial >= 0.9x the no-loader rate", f"{name}: 2 workers >= 1.0x our "
+                "serial rate", f"{name}: 2 workers >= 0.5x the no-loader rate"} <= judged
     assert all(isinstance(t["met"], bool) for t in result["targets"])
+
+
+@pytest.mark.timeout(300)
+def test_workers_are_compared_with_our_serial_loader_and_cpu_is_counted_over_the_tree(quick_run):
+    _, result = quick_run
+    rows = _rows(result)
+    for name in WORKLOADS:
+        assert rows[(name, "ours", 2)]["vs_serial"] > 0
+        assert "vs_serial" not in rows[(name, "ours", 0)]
+        for loader in ("ours", "no-loader"):
+            workers = 2 if loader == "ours" else None
+            assert rows[(name, loader, workers)]["timed_cpu_us_per_sample"] > 0
 
 
 def test_bad_arguments_are_refused():
