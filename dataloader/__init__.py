@@ -14,6 +14,7 @@ from .errors import (
     DataLoaderError,
     ImageDecodeError,
     LoaderTimeoutError,
+    RayDataError,
     SharedMemoryError,
     WorkerDiedError,
     WorkerError,
@@ -36,6 +37,8 @@ from .worker import WorkerInfo, get_worker_info
 # dataloader.columnar imports pyarrow: its names load on first use, so `import dataloader`
 # (and every spawned worker) does not pay for it.
 _COLUMNAR = ("ArrowDataset", "ArrowStream", "ParquetDataset", "ParquetStream", "write_parquet_shards")
+# dataloader.raydata likewise; it imports ray itself only when a RayStream is built.
+_RAYDATA = ("RayStream",)
 
 
 def __getattr__(name: str) -> object:
@@ -43,6 +46,10 @@ def __getattr__(name: str) -> object:
         from . import columnar
 
         return getattr(columnar, name)
+    if name in _RAYDATA:
+        from . import raydata
+
+        return getattr(raydata, name)
     raise AttributeError(f"module 'dataloader' has no attribute {name!r}")
 
 
@@ -68,6 +75,8 @@ __all__ = [
     "ParquetDataset",
     "ParquetStream",
     "RandomSampler",
+    "RayDataError",
+    "RayStream",
     "ReplacementSampler",
     "Sampler",
     "SequentialSampler",

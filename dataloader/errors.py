@@ -52,3 +52,11 @@ class ImageDecodeError(DataLoaderError, OSError):
 
 class SharedMemoryError(DataLoaderError, RuntimeError):
     """The shared-memory transport cannot get the room it needs."""
+
+
+class RayDataError(DataLoaderError, RuntimeError):
+    """Ray Data failed while producing a :class:`~dataloader.RayStream`'s batches.
+
+    A task of the dataset's pipeline raised, or the cluster went away; Ray's own exception
+    is the ``__cause__``, and its message is in this one's text.
+    """

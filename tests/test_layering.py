@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dataloader"
 LAYERS = [
     {"errors", "_validate", "_alloc", "_trace", "_failure", "_local"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
-     "image_folder", "callable_source", "columnar", "_options"},
+     "image_folder", "callable_source", "columnar", "raydata", "_options"},
     {"_stages", "_transport"},
     {"_workers", "_device"},
     {"_exec"},

@@ -253,12 +253,24 @@ def build_source(dataset: Any, sampler: Any, options: Any) -> Source:
     elif not is_stream(dataset):
         source = MapSource(sampler)
     elif options.parallel_stream and options.num_workers > 0:
+        _check_worker_readable(dataset)
         source = WorkerStreamSource(dataset, stream_batch_size(dataset, sampler))
     else:
         source = StreamSource(dataset, stream_batch_size(dataset, sampler), options.timeout)
     if options.epoch_size is not None:
         source = FixedEpochs(source, options.epoch_size)
     return source
+
+
+def _check_worker_readable(dataset: Any) -> None:
+    """Refuse ``parallel_stream=True`` for a stream that only the main process can read
+    (``reads_in_main_process = True``: a client of a service, such as a Ray Data iterator)."""
+    if getattr(dataset, "reads_in_main_process", False):
+        raise ArgumentValueError(
+            f"{type(dataset).__name__} is read by the main process only (its reader cannot be "
+            "copied into worker processes); `parallel_stream=True` would read it in each worker. "
+            "Drop parallel_stream: the workers still run the per-sample transforms."
+        )
 
 
 def index_list(indices: Any, index: int) -> list:

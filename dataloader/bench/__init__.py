@@ -3,12 +3,13 @@ floor of a process transport, a GPU's feed, and torchvision's transforms.
 
 Not imported by ``import dataloader``; torch, Pillow, OpenCV and matplotlib are imported only
 where a workload or an option needs them. The command lines are ``python -m dataloader
-bench`` (the main bench), ``python -m dataloader.bench.{floor,gpu,vision,columnar}`` (the
+bench`` (the main bench), ``python -m dataloader.bench.{floor,gpu,vision,columnar,raydata}`` (the
 others) and, in a checkout, their launchers ``python tools/bench*.py``. The files:
 
 - ``cli.py``: the main bench's entry: ``main(argv)``, ``run(config)``, ``report(config)``.
 - ``config.py``: ``BenchConfig``, what one run of the main bench measures, validated.
 - ``workloads.py``: the datasets, batch sizes and runs of each workload.
+- ``small.py``: the small-sample workloads' datasets (``scalars``, ``record``, ``vector``).
 - ``batches.py``: a batch's arrays, the consumer's ``touch``, the plain loop's batches.
 - ``loaders.py``: the ways of making batches (ours, PyTorch's, the plain loop) and the step.
 - ``measure.py``: one run: rate, first batch, memory, CPU time, other processes' CPU use.
@@ -24,6 +25,8 @@ others) and, in a checkout, their launchers ``python tools/bench*.py``. The file
 - ``vision.py``, ``vision_ops.py``: each vision transform against its peer (``bench_vision``).
 - ``columnar.py``, ``columnar_contenders.py``, ``columnar_data.py``: Parquet and Arrow reading
   against the plain reader, PyTorch, Hugging Face datasets and ImageFolder (``bench_columnar``).
+- ``raydata.py``: Ray Data's ``iter_batches`` against ``RayStream`` and this loader alone, and
+  what ``RayStream`` adds per batch (``bench_ray``).
 """
 
 from .cli import main, report, resummarize, run

@@ -131,6 +131,17 @@ def test_build_source_picks_one_kind_per_dataset_and_options():
     }
 
 
+class MainProcessOnly(Count):
+    reads_in_main_process = True  # a service's client, as RayStream is
+
+
+def test_a_stream_read_in_the_main_process_only_refuses_parallel_stream():
+    with pytest.raises(ArgumentValueError, match="MainProcessOnly is read by the main process only"):
+        build_source(MainProcessOnly(5), StreamSampler(2), LoaderOptions(num_workers=2, parallel_stream=True))
+    options = LoaderOptions(num_workers=2)
+    assert type(build_source(MainProcessOnly(5), StreamSampler(2), options)).__name__ == "StreamSource"
+
+
 def test_build_source_rejects_a_callable_source_read_by_workers_and_a_bad_chunk_size():
     with pytest.raises(ArgumentValueError, match="parallel_stream"):
         build_source(CallableSource(lambda n: []), StreamSampler(2), LoaderOptions(num_workers=1, parallel_stream=True))

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("tool,option", [
     ("bench.py", "--from-json"), ("bench_floor.py", "--main-us"), ("bench_gpu.py", "--step-ms"),
-    ("bench_vision.py", "--tune-malloc"), ("bench_columnar.py", "--rows"),
+    ("bench_vision.py", "--tune-malloc"), ("bench_columnar.py", "--rows"), ("bench_ray.py", "--cpus"),
 ])
 def test_each_launcher_shows_its_tools_options(tool, option, tmp_path):
     done = subprocess.run(
