@@ -34,11 +34,14 @@ Usage: ``python -m dataloader bench [--quick] [--reps N] [--workloads tiny,image
 [--workers 0,2] [--seconds S] [--no-torch] [--json out.json] [--plot out.png] [-v]`` (or
 ``python tools/bench.py ...`` in a checkout). From Python: ``run(BenchConfig(...))`` returns
 the table rows, ``report(config)`` everything, and ``main(argv)`` is the command line.
+``bench columnar ...`` and ``bench ray ...`` run the companion benches of
+``columnar.py`` and ``raydata.py`` (Parquet and Arrow; Ray Data), with their own options.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -132,8 +135,22 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
     return (BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)), args
 
 
+# Benches with data and peers of their own, run by name as the first argument: ``bench columnar
+# --reps 3`` is ``python -m dataloader.bench.columnar --reps 3``. They are modules, imported on use.
+COMPANIONS = {"columnar": "columnar", "ray": "raydata"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: measure (or re-read ``--from-json``), print, and write what was asked."""
+    """The command line: measure (or re-read ``--from-json``), print, and write what was asked;
+    ``columnar ...`` or ``ray ...`` as the first arguments run that companion bench instead."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMPANIONS:
+        companion = importlib.import_module(f"{__package__}.{COMPANIONS[argv[0]]}")
+        return companion.main(argv[1:])
+    if any(name in COMPANIONS for name in _requested_workloads(argv)):
+        print("bench: the columnar and ray workloads run on their own, with their own options: "
+              "python -m dataloader bench columnar --help (or ray --help).", file=sys.stderr)
+        return 2
     try:
         config, args = parse_args(argv)
     except ValueError as error:
@@ -163,3 +180,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nplot written to {args.plot}")
     return 0
 
+
+def _requested_workloads(argv: Sequence[str]) -> list[str]:
+    """The names after ``--workloads`` (either spelling), before the parser sees them."""
+    names: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg == "--workloads" and i + 1 < len(argv):
+            names += argv[i + 1].split(",")
+        elif arg.startswith("--workloads="):
+            names += arg.split("=", 1)[1].split(",")
+    return [name.strip() for name in names]

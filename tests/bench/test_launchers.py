@@ -22,3 +22,20 @@ def test_each_launcher_shows_its_tools_options(tool, option, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert option in done.stdout and "--reps" in done.stdout
+
+
+@pytest.mark.parametrize("name,option", [("columnar", "--rows"), ("ray", "--cpus")])
+def test_the_main_bench_runs_a_companion_named_first(name, option, capsys):
+    from dataloader.bench.cli import main
+
+    with pytest.raises(SystemExit) as exited:  # --help exits 0 after printing the companion's options
+        main([name, "--help"])
+    assert exited.value.code == 0
+    assert option in capsys.readouterr().out
+
+
+def test_companion_workloads_in_the_list_are_refused_with_the_way_to_run_them(capsys):
+    from dataloader.bench.cli import main
+
+    assert main(["--workloads", "tiny,columnar"]) == 2
+    assert "python -m dataloader bench columnar" in capsys.readouterr().err
