@@ -16,8 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dataloader"
 LAYERS = [
     {"errors", "_validate", "_alloc", "_trace", "_failure", "_local"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
-     "image_folder", "callable_source", "columnar", "raydata", "_options"},
-    {"_stages", "_transport"},
+     "image_folder", "callable_source", "columnar", "_options"},
+    {"_stages", "_transport", "raydata"},
     {"_workers", "_device"},
     {"_exec"},
     {"loader", "buffer", "__init__", "__main__", "_cli", "bench"},

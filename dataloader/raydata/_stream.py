@@ -15,10 +15,13 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .._validate import check_bool, check_non_negative_int, check_optional_seed, check_positive_int
+from .._stages.buffering import BufferedIterator
+from .._validate import (
+    check_bool, check_non_negative_int, check_optional_seed, check_positive_int, check_timeout,
+)
 from ..columnar._batching import batch_rows
 from ..dataset import Collated, StreamDataset
-from ..errors import DataLoaderError
+from ..errors import DataLoaderError, LoaderTimeoutError, RayDataError
 from ..worker import get_worker_info
 from ._ray import as_our_error, checked_source, is_ray_failure
 
@@ -63,6 +66,12 @@ class RayStream(StreamDataset):
     It is read by the main process only (``parallel_stream=True`` is an
     error) and cannot resume in the middle of an epoch. :meth:`stats` tells
     how long this process waited on the cluster.
+
+    ``timeout`` bounds the wait for each batch from Ray (0: no bound). Ray's
+    iterator does not raise when its cluster goes away (its GCS or raylet
+    killed, ``ray.shutdown()`` from another thread): it blocks. So Ray is
+    read in a helper thread, and a batch that does not come within
+    ``timeout`` seconds is a :class:`~dataloader.errors.RayDataError`.
     """
 
     reads_in_main_process = True  # Ray's iterators are not copied into worker processes
@@ -70,9 +79,10 @@ class RayStream(StreamDataset):
     def __init__(
         self, source: Any, *, batch_size: int | None = None, read_batch_size: int = 256,
         prefetch_batches: int = 1, drop_last: bool = False, local_shuffle_buffer_size: int | None = None,
-        seed: int | None = 0,
+        seed: int | None = 0, timeout: float = 300.0,
     ) -> None:
         self._source = checked_source(source)
+        self.timeout = check_timeout("timeout", timeout)
         self.batch_size = None if batch_size is None else check_positive_int("batch_size", batch_size)
         self.yields_batches = batch_size is not None  # each item is then a Collated batch
         self.read_batch_size = check_positive_int("read_batch_size", read_batch_size)
@@ -116,8 +126,9 @@ class RayStream(StreamDataset):
 
     def _read(self, progress: _Progress) -> Iterator[Any]:
         batches = iter(self._source.iter_batches(**self._iter_options(progress.epoch)))
+        bounded = self._bounded(batches) if self.timeout else None
         try:
-            for batch in self._timed(batches, progress):
+            for batch in self._timed(bounded or batches, progress):
                 size = len(next(iter(batch.values()))) if batch else 0
                 progress.batches, progress.rows = progress.batches + 1, progress.rows + size
                 if self.batch_size is None:
@@ -125,9 +136,24 @@ class RayStream(StreamDataset):
                 else:
                     yield Collated(batch, size, rows=functools.partial(batch_rows, batch))
         finally:
+            if bounded is not None:
+                bounded.close()
             close = getattr(batches, "close", None)
-            if close is not None:
+            # A reader thread still blocked inside Ray's generator keeps it (it cannot be closed
+            # while it runs); it ends when Ray hands over its next batch.
+            if close is not None and not getattr(batches, "gi_running", False):
                 close()  # stops Ray's prefetching for this epoch
+
+    def _bounded(self, batches: Iterator[dict]) -> BufferedIterator:
+        """Ray's batches read in a helper thread, so waiting for one can give up."""
+        return BufferedIterator(
+            batches, buffer_size=1, timeout=self.timeout, name="dataloader-ray-reader",
+            timeout_message=(
+                f"Ray Data produced no batch within {self.timeout:g} s (RayStream's timeout). "
+                "The Ray cluster may be gone (Ray's iterator blocks rather than raises when it "
+                "is) or the pipeline stalled: check the cluster, or raise RayStream(timeout=...)."
+            ),
+        )
 
     def _timed(self, batches: Iterator[dict], progress: _Progress) -> Iterator[dict]:
         """Ray's batches, the time blocked on each counted as waiting, Ray's failures as ours."""
@@ -137,6 +163,8 @@ class RayStream(StreamDataset):
                 batch = next(batches)
             except StopIteration:
                 return
+            except LoaderTimeoutError as error:
+                raise RayDataError(str(error)) from None
             except Exception as error:
                 if is_ray_failure(error):
                     raise as_our_error(error, progress.epoch, progress.batches) from error

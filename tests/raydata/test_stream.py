@@ -108,6 +108,22 @@ def test_a_stalled_cluster_is_a_loader_timeout(ray_local, no_leaks_beside_ray):
     iterator.close()
 
 
+def test_rays_own_wait_is_bounded_without_a_loader_timeout(ray_local, no_leaks_beside_ray):
+    # Ray's iterator blocks (it does not raise) when its cluster goes away: RayStream bounds the
+    # wait itself, so a loader with no timeout of its own still gets an error, not a hang.
+    def stalled(batch):
+        time.sleep(2)
+        return batch
+
+    stream = RayStream(ray_local.data.range(4).map_batches(stalled), batch_size=4, timeout=0.5)
+    iterator = iter(DataLoader(stream, StreamSampler()))
+    started = time.monotonic()
+    with pytest.raises(RayDataError, match=r"no batch within 0.5 s \(RayStream's timeout\)"):
+        next(iterator)
+    assert time.monotonic() - started < 1.5
+    iterator.close()
+
+
 def test_closing_the_loader_mid_epoch_releases_rays_iterator(dataset, no_leaks_beside_ray):
     import threading
 
