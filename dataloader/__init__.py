@@ -3,6 +3,8 @@
 MegEngine's ``megengine.data`` API on NumPy, with shared-memory workers.
 """
 
+__version__ = "0.1.0"
+
 from .buffer import ThreadBuffer, buffer_iterator
 from .callable_source import CallableSource
 from .collator import Collator

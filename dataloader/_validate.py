@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
+import warnings
 from typing import Any
 
 from .errors import ArgumentTypeError, ArgumentValueError
@@ -98,6 +100,15 @@ def check_has_apply(name: str, value: Any, kind: str) -> Any:
     return value
 
 
+def check_apply_or_function(name: str, value: Any, kind: str, wrap: Any) -> Any:
+    """``value`` if it has a callable ``apply`` (a KIND instance); a plain function given as
+    PyTorch and torchvision take one, wrapped by ``wrap``; a class or anything else a clear error."""
+    check_not_a_class(name, value, kind)
+    if not callable(getattr(value, "apply", None)) and callable(value):
+        return wrap(value)
+    return check_has_apply(name, value, kind)
+
+
 def check_not_a_class(name: str, value: Any, kind: str) -> None:
     """Raise if ``value`` is a class: the user passed ``T`` where ``T()`` was meant, which
     otherwise fails only at the first batch (``apply()`` missing its ``self``)."""
@@ -142,3 +153,12 @@ def check_choice(name: str, value: Any, choices: tuple) -> Any:
 
 def _sep(hint: str) -> str:
     return f" {hint}" if hint else ""
+
+
+def warn_argument(message: str) -> None:
+    """A ``UserWarning`` about an argument that is accepted but has no effect, shown at the
+    user's line: the first caller outside this package."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "dataloader":
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)

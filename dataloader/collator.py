@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import _alloc
+from ._validate import check_apply_or_function
 from .errors import CollateError
 
 __all__ = ["Collator"]
@@ -48,6 +49,27 @@ class Collator:
         if not samples:
             raise CollateError("Collator.apply() needs at least one sample; got an empty list.")
         return _collate(samples, "sample")
+
+
+class _FunctionCollator(Collator):
+    """A plain function of the batch's samples as a collator (``collate_fn=fn``, PyTorch style)."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def apply(self, samples: Iterable[Any]) -> Any:
+        return self.function(samples if isinstance(samples, list) else list(samples))
+
+    def __repr__(self) -> str:
+        return f"FunctionCollator({self.function!r})"
+
+
+def as_collator(value: Any, name: str = "collator") -> Collator:
+    """The loader's collator: a Collator as it is, a plain function of the list of samples
+    wrapped, None the default; anything else (a class given for an instance, say) a clear error."""
+    if value is None:
+        return Collator()
+    return check_apply_or_function(name, value, "Collator", _FunctionCollator)
 
 
 def _kind(value: Any) -> str:

@@ -6,10 +6,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ._exec.pipeline import Pipeline
 from ._options import LoaderOptions
-from ._validate import check_has_apply, check_non_negative_int
-from .collator import Collator
+from ._stages.source import sampler_from_shortcuts
+from ._validate import check_non_negative_int
+from .collator import as_collator
+from .errors import ArgumentValueError
 from .monitor import Stats
-from .transform import PseudoTransform
+from .transform._base import as_transform
 
 if TYPE_CHECKING:
     from ._exec.iterator import LoaderIterator
@@ -22,6 +24,12 @@ class DataLoader:
     in the calling process; ``num_workers > 0`` in worker processes that hand
     them back through shared memory. Each ``iter(loader)`` is a new epoch.
     Keyword-only options use PyTorch's names where PyTorch has one.
+
+    PyTorch's habits work too: without a ``sampler``, ``batch_size``,
+    ``shuffle`` and ``drop_last`` build one (a ``RandomSampler`` seeded by
+    ``seed`` when shuffling, else a ``SequentialSampler``; a ``StreamSampler``
+    for a stream); ``transform`` and ``collator`` (alias ``collate_fn``) may
+    be plain functions, of one sample and of the list of samples.
     """
 
     def __init__(
@@ -51,7 +59,15 @@ class DataLoader:
         buffer_size: int = 0,
         buffer_on_request: bool = False,
         repeats: int = 1,
+        batch_size: int | None = None,
+        shuffle: bool | None = None,
+        drop_last: bool | None = None,
+        collate_fn: Any = None,
     ) -> None:
+        if collate_fn is not None and collator is not None:
+            raise ArgumentValueError(
+                "give `collator` or its PyTorch name `collate_fn`, not both; they are the same option."
+            )
         self.options = LoaderOptions(
             num_workers=num_workers,
             timeout=timeout,
@@ -74,12 +90,16 @@ class DataLoader:
             buffer_on_request=buffer_on_request,
             repeats=repeats,
         )
-        self._transform = check_has_apply("transform", transform or PseudoTransform(), "Transform")
+        if (batch_size, shuffle, drop_last) != (None, None, None):
+            sampler = sampler_from_shortcuts(
+                dataset, sampler, batch_size, shuffle, drop_last, self.options.seed
+            )
+        self._transform = as_transform(transform)
         self._pipeline = Pipeline(
             dataset,
             sampler,
             self._transform,
-            check_has_apply("collator", collator or Collator(), "Collator"),
+            as_collator(collate_fn, "collate_fn") if collate_fn is not None else as_collator(collator),
             self.options,
         )
 
@@ -91,6 +111,14 @@ class DataLoader:
     timeout = property(lambda self: self.options.timeout)
     preload = property(lambda self: self.options.preload)
     parallel_stream = property(lambda self: self.options.parallel_stream)
+    batch_size = property(
+        lambda self: getattr(self.sampler, "batch_size", None),
+        doc="The sampler's batch size (None for a sampler without one), as PyTorch's loader has it.",
+    )
+    drop_last = property(
+        lambda self: getattr(self.sampler, "drop_last", False),
+        doc="Whether the sampler drops a last short batch (False for a stream's sampler).",
+    )
 
     def __iter__(self) -> LoaderIterator:
         return self._pipeline.open_epoch()

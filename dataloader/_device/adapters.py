@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from .._validate import check_choice
+from .._validate import check_choice, warn_argument
 from ..errors import ArgumentTypeError, ArgumentValueError
 
 FRAMEWORKS = ("numpy", "torch", "megengine")
@@ -48,8 +48,12 @@ def resolve_adapter(device: Any, framework: str | None, pin_memory: bool) -> Ada
                 f"`device={device!r}` needs a framework; NumPy arrays live on the CPU. "
                 "Pass framework='torch' or framework='megengine'."
             )
-        if pin_memory:
-            raise ArgumentValueError("`pin_memory=True` needs framework='torch'.")
+        if pin_memory:  # as PyTorch does without an accelerator: say so, and go on
+            warn_argument(
+                "`pin_memory=True` is ignored: pinned memory needs framework='torch' and a CUDA "
+                "device, and these batches are NumPy arrays. Drop pin_memory, or pass "
+                "framework='torch' on a machine with a GPU.",
+            )
         return NumpyAdapter()
     module = _import_adapter(framework)
     return module.make_adapter(device, pin_memory)

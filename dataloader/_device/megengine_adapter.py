@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import warn_argument
 from ..errors import ArgumentValueError
 from .structure import map_arrays
 
@@ -23,7 +24,7 @@ except ImportError as error:  # pragma: no cover - exercised where megengine is 
 
 def make_adapter(device: Any, pin_memory: bool) -> "MegEngineAdapter":
     if pin_memory:
-        raise ArgumentValueError("`pin_memory=True` is a PyTorch option; MegEngine does not use it.")
+        warn_argument("`pin_memory=True` is ignored: it is a PyTorch option; MegEngine does not use it.")
     if device is not None and device != "cpu" and str(device).startswith("gpu"):
         if not megengine.is_cuda_available():
             raise ArgumentValueError(

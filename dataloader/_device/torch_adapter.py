@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import warn_argument
 from ..errors import ArgumentValueError
 from .structure import leaves, map_arrays
 
@@ -34,11 +35,12 @@ def make_adapter(device: Any, pin_memory: bool) -> "TorchAdapter":
             f"{device} requested but torch.cuda.is_available() is False. Use device='cpu', or "
             "install a CUDA build of PyTorch on a machine with a GPU."
         )
-    if pin_memory and not torch.cuda.is_available():
-        raise ArgumentValueError(
-            "`pin_memory=True` but torch.cuda.is_available() is False: pinned memory only helps "
-            "copies to a GPU."
+    if pin_memory and not torch.cuda.is_available():  # PyTorch's loader warns and goes on too
+        warn_argument(
+            "`pin_memory=True` is ignored: torch.cuda.is_available() is False, and pinned memory "
+            "only helps copies to a GPU.",
         )
+        pin_memory = False
     return TorchAdapter(device, pin_memory or device.type == "cuda")
 
 

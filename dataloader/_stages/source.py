@@ -24,11 +24,11 @@ import itertools
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
-from .._validate import check_len, check_not_a_class
+from .._validate import check_bool, check_len, check_not_a_class, check_positive_int
 from ..callable_source import CallableSource
 from ..dataset import StreamDataset
 from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
-from ..sampler import SequentialSampler, StreamSampler
+from ..sampler import RandomSampler, SequentialSampler, StreamSampler
 from .buffering import BufferedIterator
 from .consumer import Reassemble
 from .task import BatchTask
@@ -321,16 +321,53 @@ def stream_batch_size(dataset: Any, sampler: Any) -> int:
 
 
 def is_stream(dataset: Any) -> bool:
-    """True for a :class:`~dataloader.StreamDataset`, False for a map dataset, else a clear error."""
+    """True for a stream, False for a map dataset, else a clear error.
+
+    A :class:`~dataloader.StreamDataset` is a stream; so is any other object with ``__iter__``
+    but not both ``__getitem__`` and ``__len__`` (a ``torch.utils.data.IterableDataset``,
+    say), as PyTorch takes it.
+    """
     check_not_a_class("dataset", dataset, "dataset")
     if isinstance(dataset, StreamDataset):
         return True
     if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
         return False
+    if hasattr(dataset, "__iter__"):
+        return True
     raise ArgumentTypeError(
         f"`dataset` must be a Dataset (with __getitem__ and __len__) or a StreamDataset (with "
-        f"__iter__); got {type(dataset).__name__}. Wrap an iterable in a StreamDataset subclass."
+        f"__iter__); got {type(dataset).__name__}, which has neither. Subclass dataloader.Dataset "
+        "for random access, or dataloader.StreamDataset for an iterable."
     )
+
+
+def sampler_from_shortcuts(
+    dataset: Any, sampler: Any, batch_size: Any, shuffle: Any, drop_last: Any, seed: int | None
+) -> Any:
+    """The sampler PyTorch's ``batch_size``/``shuffle``/``drop_last`` describe (None leaves an
+    option at PyTorch's default); a clear error when ``sampler`` is given as well."""
+    shortcuts = (("batch_size", batch_size), ("shuffle", shuffle), ("drop_last", drop_last))
+    given = [f"{name}={value!r}" for name, value in shortcuts if value is not None]
+    if sampler is not None:
+        raise ArgumentValueError(
+            f"`sampler` and {', '.join(given)} were both given; the sampler decides the batches. "
+            "Drop the shortcut(s), or drop `sampler` and let them build one, e.g. "
+            "RandomSampler(dataset, batch_size=32, drop_last=True)."
+        )
+    size = 1 if batch_size is None else check_positive_int("batch_size", batch_size)
+    shuffled = False if shuffle is None else check_bool("shuffle", shuffle)
+    dropped = False if drop_last is None else check_bool("drop_last", drop_last)
+    if not is_stream(dataset):
+        if shuffled:
+            return RandomSampler(dataset, batch_size=size, drop_last=dropped, seed=seed)
+        return SequentialSampler(dataset, batch_size=size, drop_last=dropped)
+    if shuffled or dropped:
+        raise ArgumentValueError(
+            f"{', '.join(given)}: a stream has no order to shuffle and no known end to drop a "
+            "short batch at. Shuffle inside the stream (ParquetStream and ArrowStream take shuffle= "
+            "and shuffle_buffer=), skip a short last batch in your loop, and pass batch_size only."
+        )
+    return StreamSampler(batch_size=size)
 
 
 def checked_sampler(dataset: Any, sampler: Any) -> Any:

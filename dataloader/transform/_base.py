@@ -6,7 +6,7 @@ import copy
 from abc import ABC, abstractmethod
 from typing import Any, Iterable, Sequence
 
-from .._validate import check_has_apply
+from .._validate import check_apply_or_function
 from ..errors import ArgumentValueError
 
 
@@ -32,6 +32,27 @@ class PseudoTransform(Transform):
 
     def apply_batch(self, inputs: Sequence[Any]) -> list:
         return list(inputs)
+
+
+class _FunctionTransform(Transform):
+    """A plain function of one sample as a transform (``transform=fn``, torchvision style)."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def apply(self, input: Any) -> Any:
+        return self.function(input)
+
+    def __repr__(self) -> str:
+        return f"FunctionTransform({self.function!r})"
+
+
+def as_transform(value: Any, name: str = "transform") -> Transform:
+    """A Transform as it is, a plain function of one sample wrapped, None the identity; anything
+    else (a class given for an instance, say) a clear error naming ``name``."""
+    if value is None:
+        return PseudoTransform()
+    return check_apply_or_function(name, value, "Transform", _FunctionTransform)
 
 
 class BatchTransform(Transform):
@@ -151,7 +172,8 @@ class Compose(Transform):
 
 
 def _checked_children(transforms: Iterable[Any]) -> list:
-    children = list(transforms)
-    for position, transform in enumerate(children):
-        check_has_apply(f"transforms[{position}]", transform, "Transform")
-    return children
+    """The transforms of a Compose, plain functions among them wrapped (as torchvision takes them)."""
+    return [
+        check_apply_or_function(f"transforms[{position}]", t, "Transform", _FunctionTransform)
+        for position, t in enumerate(transforms)
+    ]

@@ -23,8 +23,21 @@ def test_bad_framework_and_device_are_named():
         resolve_adapter(42, None, False)
     with pytest.raises(ArgumentValueError, match="needs a framework"):
         resolve_adapter("tpu0", "numpy", False)
-    with pytest.raises(ArgumentValueError, match="pin_memory"):
-        resolve_adapter(None, "numpy", True)
+
+
+def test_pin_memory_without_a_gpu_warns_at_the_callers_line_and_is_ignored():
+    # As PyTorch's loader does without an accelerator: a warning, not an error.
+    with pytest.warns(UserWarning, match=r"`pin_memory=True` is ignored") as caught:
+        loader = DataLoader(ArrayDataset(np.arange(4)), pin_memory=True)
+    assert caught[0].filename == __file__
+    assert [b[0].tolist() for b in loader] == [[0], [1], [2], [3]]
+    if HAS_TORCH:
+        import torch
+
+        if not torch.cuda.is_available():
+            with pytest.warns(UserWarning, match=r"torch.cuda.is_available\(\) is False"):
+                batches = list(DataLoader(ArrayDataset(np.arange(4)), framework="torch", pin_memory=True))
+            assert all(isinstance(b[0], torch.Tensor) and not b[0].is_pinned() for b in batches)
 
 
 @pytest.mark.skipif(HAS_TORCH, reason="checks the message shown when torch is missing")
