@@ -5,6 +5,8 @@ MegEngine's ``megengine.data`` API on NumPy, with shared-memory workers.
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING
+
 from .buffer import ThreadBuffer, buffer_iterator
 from .callable_source import CallableSource
 from .collator import Collator
@@ -35,6 +37,10 @@ from .sampler import (
 from .monitor import Stats
 from .rng import batch_rng
 from .worker import WorkerInfo, get_worker_info
+
+if TYPE_CHECKING:  # for type checkers only: at run time, __getattr__ below imports these lazily
+    from .columnar import ArrowDataset, ArrowStream, ParquetDataset, ParquetStream, write_parquet_shards
+    from .raydata import RayStream
 
 # dataloader.columnar imports pyarrow: its names load on first use, so `import dataloader`
 # (and every spawned worker) does not pay for it.

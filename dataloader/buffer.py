@@ -24,7 +24,7 @@ class ThreadBuffer:
     under the same name; ``timeout`` None waits forever.
     """
 
-    def __init__(self, source: Iterable, buffer_size: int = 1, timeout: float | None = None, repeats: int = 1) -> None:
+    def __init__(self, source: Iterable[Any], buffer_size: int = 1, timeout: float | None = None, repeats: int = 1) -> None:
         self.source = source
         self.buffer_size = check_positive_int("buffer_size", buffer_size)
         self.timeout = None if timeout is None else check_timeout("timeout", timeout)
@@ -37,8 +37,8 @@ class ThreadBuffer:
 
 
 def buffer_iterator(
-    source: Iterable, buffer_size: int = 1, timeout: float | None = None, repeats: int = 1
-) -> Iterator:
+    source: Iterable[Any], buffer_size: int = 1, timeout: float | None = None, repeats: int = 1
+) -> Iterator[Any]:
     """A generator over ``source`` buffered in a background thread; closing it joins the thread."""
     iterator = iter(ThreadBuffer(source, buffer_size, timeout, repeats))
     try:

@@ -25,7 +25,7 @@ class CallableSource(StreamDataset):
     functions or ``functools.partial`` objects, or use ``worker_type="thread"``.
     """
 
-    def __init__(self, data_source: Callable[[int], list], chunk_size: int | None = None) -> None:
+    def __init__(self, data_source: Callable[[int], list[Any]], chunk_size: int | None = None) -> None:
         if not callable(data_source):
             raise ArgumentTypeError(
                 f"`data_source` must be callable (batch_size) -> list; got {type(data_source).__name__}."

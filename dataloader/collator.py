@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Mapping
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 import numpy as np
 
@@ -69,7 +69,8 @@ def as_collator(value: Any, name: str = "collator") -> Collator:
     wrapped, None the default; anything else (a class given for an instance, say) a clear error."""
     if value is None:
         return Collator()
-    return check_apply_or_function(name, value, "Collator", _FunctionCollator)
+    collator: Collator = check_apply_or_function(name, value, "Collator", _FunctionCollator)
+    return collator
 
 
 def _kind(value: Any) -> str:
@@ -141,7 +142,7 @@ _PYTHON_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype
                   complex: np.dtype(np.complex128)}
 
 
-def _fast_sequence(values: Sequence[Sequence], path: str) -> list | None:
+def _fast_sequence(values: Sequence[Sequence[Any]], path: str) -> list[Any] | None:
     """The fields of tuples or lists, column by column; None where the lengths differ."""
     try:
         columns = list(zip(*values, strict=True))
@@ -150,19 +151,19 @@ def _fast_sequence(values: Sequence[Sequence], path: str) -> list | None:
     return [_collate(column, f"{path}[{i}]") for i, column in enumerate(columns)]
 
 
-def _fast_tuple(values: Sequence[tuple], path: str) -> tuple | None:
+def _fast_tuple(values: Sequence[tuple[Any, ...]], path: str) -> tuple[Any, ...] | None:
     columns = _fast_sequence(values, path)
     return None if columns is None else tuple(columns)
 
 
-def _fast_dict(values: Sequence[dict], path: str) -> dict | None:
+def _fast_dict(values: Sequence[dict[Any, Any]], path: str) -> dict[Any, Any] | None:
     """The values of dicts key by key; None unless every dict has the first one's keys."""
     keys = list(values[0])
     if len(set(map(len, values))) > 1:
         return None
     take = operator.itemgetter(*keys) if keys else None
     try:
-        rows = list(map(take, values)) if keys else []
+        rows = list(map(take, values)) if take is not None else []
     except KeyError:
         return None
     columns = zip(*rows) if len(keys) > 1 else [rows]
@@ -212,7 +213,7 @@ def _common_kind(values: Sequence[Any], first: str, path: str) -> str:
 def _collate_arrays(values: Sequence[Any], path: str) -> np.ndarray:
     """The full path (``_collate`` tried the fast one for plain arrays)."""
     plain = set(map(type, values)) == _PLAIN_ARRAYS
-    arrays = values if plain else _as_arrays(values, path)
+    arrays: Sequence[np.ndarray] = values if plain else _as_arrays(values, path)
     dtypes = {a.dtype for a in arrays}
     if any(d.hasobject for d in dtypes):
         _unsupported(values, path, next(i for i, a in enumerate(arrays) if a.dtype.hasobject))
@@ -220,7 +221,7 @@ def _collate_arrays(values: Sequence[Any], path: str) -> np.ndarray:
     if len(shapes) > 1:
         _ragged(arrays, path)
     dtype = _promote(dtypes, path)
-    casting = "same_kind"
+    casting: Literal["same_kind", "unsafe"] = "same_kind"
     if dtype.kind == "f" and all(d.kind in "iu" for d in dtypes) and arrays[0].size:
         # Signed with uint64 promotes to float64: keep the integers exact in the type that
         # holds them all (checked, so the cast from the others' type loses nothing).
@@ -250,7 +251,7 @@ def _is_integer(value: Any) -> bool:
 
 
 def _fits_64(number: Any) -> bool:
-    return -(2**63) <= number < 2**64
+    return bool(-(2**63) <= number < 2**64)
 
 
 def _integer_dtype(lowest: Any, highest: Any, values: Sequence[Any], path: str) -> np.dtype:
@@ -283,11 +284,11 @@ def _sample_of(values: Sequence[Any], number: int) -> int:
     return next((i for i, v in enumerate(values) if np.any(np.asarray(v, dtype=object) == number)), 0)
 
 
-def _collate_text(values: Sequence[Any], path: str) -> list:
+def _collate_text(values: Sequence[Any], path: str) -> list[Any]:
     return list(values)
 
 
-def _collate_mapping(values: Sequence[Mapping], path: str) -> dict:
+def _collate_mapping(values: Sequence[Mapping[Any, Any]], path: str) -> dict[Any, Any]:
     keys = values[0].keys()
     for i, value in enumerate(values):
         if value.keys() != keys:
@@ -298,7 +299,7 @@ def _collate_mapping(values: Sequence[Mapping], path: str) -> dict:
     return {k: _collate([v[k] for v in values], f"{path}[{k!r}]") for k in keys}
 
 
-def _collate_sequence(values: Sequence[Sequence], path: str) -> list:
+def _collate_sequence(values: Sequence[Sequence[Any]], path: str) -> list[Any]:
     if len(set(map(len, values))) > 1:
         lengths = [len(v) for v in values]
         raise CollateError(
@@ -309,15 +310,15 @@ def _collate_sequence(values: Sequence[Sequence], path: str) -> list:
     return [_collate(column, f"{path}[{i}]") for i, column in enumerate(zip(*values))]
 
 
-def _collate_tuple(values: Sequence[tuple], path: str) -> tuple:
+def _collate_tuple(values: Sequence[tuple[Any, ...]], path: str) -> tuple[Any, ...]:
     return tuple(_collate_sequence(values, path))
 
 
-def _collate_list(values: Sequence[list], path: str) -> list:
+def _collate_list(values: Sequence[list[Any]], path: str) -> list[Any]:
     return _collate_sequence(values, path)
 
 
-def _collate_namedtuple(values: Sequence[tuple], path: str) -> tuple:
+def _collate_namedtuple(values: Sequence[tuple[Any, ...]], path: str) -> tuple[Any, ...]:
     cls = type(values[0])
     odd = next((i for i, v in enumerate(values) if type(v) is not cls), None)
     if odd is not None:
@@ -354,13 +355,15 @@ _RULES: dict[str, Callable[[Sequence[Any], str], Any]] = {
 
 
 def _as_arrays(values: Sequence[Any], path: str) -> list[np.ndarray]:
-    return _fill(lambda: [np.asarray(v) for v in values], path)
+    arrays: list[np.ndarray] = _fill(lambda: [np.asarray(v) for v in values], path)
+    return arrays
 
 
 def _promote(dtypes: set[np.dtype], path: str) -> np.dtype:
     if len(dtypes) == 1:
         return next(iter(dtypes))
-    return _fill(lambda: functools.reduce(np.result_type, dtypes), path)
+    dtype: np.dtype = _fill(lambda: functools.reduce(np.result_type, dtypes), path)
+    return dtype
 
 
 def _fill(step: Callable[[], Any], path: str) -> Any:

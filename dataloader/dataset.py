@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, cast
 
 import numpy as np
 
@@ -49,12 +49,12 @@ class Collated:
 
     __slots__ = ("batch", "size", "_rows")
 
-    def __init__(self, batch: Any, size: int, rows: Callable[[], list] | None = None) -> None:
+    def __init__(self, batch: Any, size: int, rows: Callable[[], list[Any]] | None = None) -> None:
         self.batch = batch
         self.size = size  # samples in the batch (the monitor counts them)
         self._rows = rows
 
-    def rows(self) -> list:
+    def rows(self) -> list[Any]:
         """The batch as a list of samples, for a per-sample transform."""
         if self._rows is None:
             raise DataLoaderError(
@@ -65,7 +65,7 @@ class Collated:
         return self._rows()
 
 
-def batch_array(shape: tuple, dtype: Any) -> np.ndarray:
+def batch_array(shape: tuple[Any, ...], dtype: Any) -> np.ndarray:
     """An uninitialised array for a batch a dataset collates itself (see :class:`Collated`).
 
     Inside a worker it is carved out of the shared memory the batch travels
@@ -74,13 +74,21 @@ def batch_array(shape: tuple, dtype: Any) -> np.ndarray:
     return _alloc.empty(tuple(shape), np.dtype(dtype))
 
 
+class Indexable(Protocol):
+    """What :class:`ArrayDataset` needs of an array: ``len()`` and indexing by an int."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: Any, /) -> Any: ...
+
+
 class ArrayDataset(Dataset):
     """Item ``i`` is the tuple ``(array_0[i], array_1[i], ...)``.
 
     Any sequence with ``len()`` and indexing works (NumPy arrays, lists, Arrow arrays).
     """
 
-    def __init__(self, *arrays: Sequence) -> None:
+    def __init__(self, *arrays: Indexable) -> None:
         if not arrays:
             raise ArgumentValueError("ArrayDataset needs at least one array; got none.")
         lengths = [len(a) for a in arrays]
@@ -93,15 +101,15 @@ class ArrayDataset(Dataset):
         # Object or string arrays collate to lists, not arrays: they keep the per-sample path.
         self._bulk = all(isinstance(a, np.ndarray) and a.dtype.kind in "biufcmM" for a in arrays)
 
-    def __getitem__(self, index: int) -> tuple:
+    def __getitem__(self, index: int) -> tuple[Any, ...]:
         return tuple(array[index] for array in self.arrays)
 
-    def __getitems__(self, indices: list[int]) -> Collated | list:
+    def __getitems__(self, indices: list[int]) -> Collated | list[Any]:
         """One bulk read per array when every array is a NumPy array of numbers (or bools)."""
         if not self._bulk:
             return [self[i] for i in indices]
         positions = _positions(indices, self._length)
-        batch = tuple(_take(array, positions) for array in self.arrays)
+        batch = tuple(_take(cast(np.ndarray, array), positions) for array in self.arrays)
         return Collated(batch, len(indices), rows=lambda: [self[i] for i in indices])
 
     def __len__(self) -> int:
@@ -127,7 +135,7 @@ class ConcatDataset(Dataset):
                     f"ConcatDataset: datasets[{position}] ({type(dataset).__name__}) has no "
                     "__getitem__/__len__."
                 )
-        self.cumulative_sizes = np.cumsum([len(d) for d in self.datasets]).tolist()
+        self.cumulative_sizes: list[int] = np.cumsum([len(d) for d in self.datasets]).tolist()
 
     def __len__(self) -> int:
         return self.cumulative_sizes[-1]

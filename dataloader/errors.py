@@ -20,8 +20,12 @@ class ArgumentTypeError(DataLoaderError, TypeError):
     """An argument has a type that is not allowed."""
 
 
-class CollateError(DataLoaderError, ValueError):
-    """Samples cannot be combined into a batch (ragged shapes, mismatched keys, ...)."""
+class CollateError(DataLoaderError, ValueError, TypeError):
+    """Samples cannot be combined into a batch (ragged shapes, mismatched keys, ...).
+
+    A ``ValueError`` as NumPy's failed ``stack`` is, and a ``TypeError`` as MegEngine's and
+    PyTorch's collators raise for an unsupported type, so either ``except`` keeps working.
+    """
 
 
 class WorkerError(DataLoaderError, RuntimeError):
@@ -34,7 +38,7 @@ class WorkerError(DataLoaderError, RuntimeError):
 
     worker_id: int | None = None
     pid: int | None = None
-    indices: list | None = None
+    indices: list[int] | None = None
     original_traceback: str = ""
 
 

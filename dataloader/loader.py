@@ -147,7 +147,7 @@ class DataLoader:
         """
         self._pipeline.close()
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """Pickle the configuration only: the building blocks, the options and the epoch.
 
         Workers, shared memory and running iterators belong to this process; a copy (in
@@ -164,7 +164,7 @@ class DataLoader:
             "epoch": self._pipeline.epoch,
         }
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.options = state["options"]
         self._transform = state["transform"]
         self._pipeline = Pipeline(

@@ -16,7 +16,9 @@ Environment switches, read when an iterator starts:
   every N batches, at most once per interval). MegEngine's ``MGE_DATA_MONITOR``
   and ``MGE_DATA_MONITOR_FREQUENCY`` are honoured too.
 - ``DATALOADER_TRACE=path.json`` writes a Chrome Trace Event file (opens in
-  Perfetto) when the epoch ends or its iterator closes.
+  Perfetto) when the epoch ends or its iterator closes. A path that cannot be
+  written is reported (a warning) when the iterator starts, and the epoch runs
+  without a trace.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import threading
 from dataclasses import dataclass, field
 from operator import sub
 from time import perf_counter
-from typing import Any
+from typing import Any, Callable
 
 from ._trace import write_trace
 
@@ -77,7 +79,7 @@ class MonitorSettings:
     @classmethod
     def from_env(cls, environ: Any = None) -> "MonitorSettings":
         env = os.environ if environ is None else environ
-        trace_path = env.get("DATALOADER_TRACE") or None
+        trace_path = _trace_path(env.get("DATALOADER_TRACE") or None)
         if not _truthy(env.get("DATALOADER_MONITOR", env.get("MGE_DATA_MONITOR", ""))):
             return cls(None, trace_path)
         raw = env.get("DATALOADER_MONITOR_FREQUENCY", env.get("MGE_DATA_MONITOR_FREQUENCY", ""))
@@ -87,6 +89,26 @@ class MonitorSettings:
         if frequency is None and interval is None:
             interval = _DEFAULT_INTERVAL
         return cls(frequency, trace_path, interval)
+
+
+def _trace_path(path: str | None) -> str | None:
+    """``path``, or None (with a warning now, as the epoch starts) when no file can be written there.
+
+    A trace that cannot be written must not cost the run: the epoch goes on without it.
+    """
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder):
+        problem = "is a directory" if os.path.isdir(path) else f"is in {folder!r}, which is not a directory"
+        logger.warning(
+            "DATALOADER_TRACE=%r %s; this epoch runs without a trace. "
+            "Point DATALOADER_TRACE at a file in an existing directory.",
+            path,
+            problem,
+        )
+        return None
+    return path
 
 
 def _frequency(raw: str) -> int:
@@ -137,7 +159,7 @@ class Stats:
     worker_utilization: float | None
     shared_memory_bytes: int
     num_workers: int
-    stages: dict = field(default_factory=dict)
+    stages: dict[str, Any] = field(default_factory=dict)
     verdict: str = ""
 
     def table(self) -> str:
@@ -169,7 +191,7 @@ class Recorder:
         self.settings = settings or MonitorSettings()
         self.started = perf_counter()
         # (worker, index, start, fetched, transformed, collated, received, samples, transport seconds)
-        self.batches: list[tuple] = []
+        self.batches: list[tuple[Any, ...]] = []
         self.waits: list[tuple[float, float]] = []
         self.preloads: list[tuple[float, float]] = []
         # Older events, folded out of the lists above once one holds 2 * keep (see KEEP).
@@ -180,7 +202,7 @@ class Recorder:
         self._reporting = self.settings.reporting
         self._reported = (0, self.started)  # batches handed out and time at the latest report
         self.pids: dict[int, int] = {}
-        self.shared_memory = lambda: 0
+        self.shared_memory: Callable[[], int] = lambda: 0
         self._written = False
         self._cores = os.cpu_count() or 1
 
@@ -243,7 +265,11 @@ class Recorder:
         """End of the epoch (or close): write the trace if one was asked for."""
         if self.settings.trace_path and not self._written and self.batches:
             self._written = True
-            write_trace(self, self.settings.trace_path)
+            try:
+                write_trace(self, self.settings.trace_path)
+            except OSError as error:
+                # The end of an epoch is no place to fail a run over its trace.
+                logger.warning("DATALOADER_TRACE: could not write the trace: %s", error)
 
     def snapshot(self, last: int | None = None) -> Stats:
         """The epoch so far, or only its ``last`` batches (at most the kept ones, see KEEP)."""
@@ -274,7 +300,7 @@ class Recorder:
         span = last_end - first if last_end > first else 0.0
         utilization = min(1.0, busy / (self.num_workers * span)) if self.num_workers and span > 0 else None
         waited = stages.get("wait")
-        stats = dict(
+        stats: dict[str, Any] = dict(
             batches=waited.count if waited else 0,
             samples=samples,
             elapsed=elapsed,
@@ -293,7 +319,7 @@ class _Sums:
     """Totals over some events: ``stages`` maps a stage to (count, seconds); ``first`` and
     ``last`` are the earliest batch start and the latest batch end."""
 
-    stages: dict = field(default_factory=dict)
+    stages: dict[str, Any] = field(default_factory=dict)
     samples: int = 0
     first: float = math.inf
     last: float = -math.inf
@@ -309,7 +335,7 @@ class _Sums:
 _NOTHING_FOLDED = _Sums()  # never changed: ``+`` makes a new one
 
 
-def _columns(batches: list[tuple], transport: bool) -> tuple[dict[str, list[float]], _Sums]:
+def _columns(batches: list[tuple[Any, ...]], transport: bool) -> tuple[dict[str, list[float]], _Sums]:
     """Each batch's fetch, transform, collate (and with workers, transport) seconds, and the
     batches' samples, earliest start and latest end (one pass over ``batches``)."""
     if not batches:
@@ -328,7 +354,7 @@ def _spans(spans: list[tuple[float, float]]) -> list[float]:
     return [stop - go for go, stop in spans]
 
 
-def _sum_batches(batches: list[tuple], transport: bool) -> _Sums:
+def _sum_batches(batches: list[tuple[Any, ...]], transport: bool) -> _Sums:
     """The stage totals, samples and span of ``batches``."""
     durations, sums = _columns(batches, transport)
     stages = {name: (len(v), sum(v)) for name, v in durations.items() if v}
@@ -350,7 +376,7 @@ _WAIT_LOW = 0.1
 _BUSY_HIGH = 0.8
 
 
-def verdict(stats: dict, cores: int) -> str:
+def verdict(stats: dict[str, Any], cores: int) -> str:
     """One line: what limits throughput and which knob to turn."""
     wait = stats["wait_fraction"]
     workers = stats["num_workers"]
@@ -392,6 +418,6 @@ def verdict(stats: dict, cores: int) -> str:
     )
 
 
-def _heaviest_stage(stages: dict) -> str:
+def _heaviest_stage(stages: dict[str, Any]) -> str:
     making = {s: stages[s].total for s in ("fetch", "transform", "collate") if s in stages}
-    return max(making, key=making.get) if making else "fetch"
+    return max(making, key=making.__getitem__) if making else "fetch"

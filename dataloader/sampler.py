@@ -260,7 +260,7 @@ class Infinite(Sampler):
     def _open(self, skip: int) -> Iterator[list[int]]:
         """Start a pass of the wrapped sampler; ``skip`` > 0 resumes the recorded pass."""
         if skip and self._pass_epoch is not None:
-            self.sampler.set_epoch(self._pass_epoch)
+            self.sampler.set_epoch(self._pass_epoch)  # type: ignore[attr-defined]  # a sampler with epochs
         self._pass_epoch = getattr(self.sampler, "epoch", None)
         self._consumed = skip
         it = iter(self.sampler)

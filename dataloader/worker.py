@@ -36,4 +36,5 @@ class WorkerInfo:
 
 def get_worker_info() -> WorkerInfo | None:
     """The :class:`WorkerInfo` of the calling worker, or ``None`` in the main process."""
-    return current_worker_info()
+    info: WorkerInfo | None = current_worker_info()
+    return info

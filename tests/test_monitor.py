@@ -187,6 +187,32 @@ def test_trace_file_is_valid_trace_event_json_with_nested_stages(options, tmp_pa
     assert min(e["dur"] for e in fetches) >= 4 * 2000 * 0.9  # four 2 ms samples per batch
 
 
+@pytest.mark.parametrize("where", ["missing/trace.json", "."])
+def test_trace_path_that_cannot_be_written_warns_as_the_epoch_starts(where, tmp_path, monkeypatch, caplog):
+    # A missing directory (or a directory given as the file) is said when the epoch starts;
+    # the epoch runs on without a trace instead of failing at its end.
+    path = tmp_path / where
+    monkeypatch.setenv("DATALOADER_TRACE", str(path))
+    dataset = ArrayDataset(np.arange(8))
+    with caplog.at_level(logging.WARNING, logger="dataloader"):
+        iterator = iter(DataLoader(dataset, SequentialSampler(dataset, batch_size=4)))
+        assert "runs without a trace" in caplog.text and str(path) in caplog.text
+        assert [batch[0].tolist() for batch in iterator] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert not (tmp_path / "missing").exists()
+
+
+def test_trace_write_failing_at_the_end_of_the_epoch_warns_instead_of_raising(tmp_path, monkeypatch, caplog):
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    monkeypatch.setenv("DATALOADER_TRACE", str(folder / "trace.json"))
+    dataset = ArrayDataset(np.arange(8))
+    iterator = iter(DataLoader(dataset, SequentialSampler(dataset, batch_size=4)))
+    folder.rmdir()  # the directory goes away mid-epoch
+    with caplog.at_level(logging.WARNING, logger="dataloader"):
+        assert len(list(iterator)) == 2
+    assert "could not write the trace" in caplog.text
+
+
 def summary(total, count=10):
     return StageSummary(count, total, total / count, total / count, total / count)
 

@@ -26,12 +26,28 @@ _CLASSES = ("circle", "square", "stripes", "checker", "ring", "cross", "diagonal
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("demo", help="load a JPEG workload with workers, preload and the stage table")
-    parser.add_argument("--data", help="an ImageFolder-style directory (default: a generated JPEG set)")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--size", type=int, default=160, help="side of the crops fed to the model")
-    parser.add_argument("--images", type=int, default=320, help="images to generate (default set only)")
+    parser.add_argument(
+        "--data", metavar="DIR",
+        help="an ImageFolder-style directory (default: a generated JPEG set)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, metavar="N",
+        help="num_workers; 0 makes batches in this process (default 2)",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=32, metavar="N", help="images per batch (default 32)"
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=3, metavar="N", help="epochs to run (default 3)"
+    )
+    parser.add_argument(
+        "--size", type=int, default=160, metavar="N",
+        help="side of the crops fed to the model (default 160)",
+    )
+    parser.add_argument(
+        "--images", type=int, default=320, metavar="N",
+        help="images to generate, generated set only (default 320)",
+    )
     parser.add_argument("--tiny", action="store_true", help="a few small images, one epoch: a smoke run")
     parser.set_defaults(run=demo)
 

@@ -3,7 +3,9 @@
 The re-raised object derives from the original exception type *and* from
 :class:`WorkerError`, so ``except IndexError`` and ``except RuntimeError``
 both catch it; its message names the worker, its pid, the sample indices and
-the stage, followed by the original traceback. A type that cannot be rebuilt
+the stage, followed by the original traceback. The first line starts as PyTorch's
+and MegEngine's do (``Caught KeyError in DataLoader worker process 0``), so code
+that matches their messages keeps working. A type that cannot be rebuilt
 (not importable, or a layout that cannot be combined) becomes a plain
 :class:`WorkerError` carrying the same text.
 """
@@ -55,7 +57,7 @@ class RemoteError:
     def message(self) -> str:
         where = f" while loading indices {_brief(self.indices)}" if self.indices is not None else ""
         return (
-            f"Caught {self.type_name} in DataLoader worker {self.worker_id} (pid {self.pid})"
+            f"Caught {self.type_name} in DataLoader worker process {self.worker_id} (pid {self.pid})"
             f"{where} (stage: {self.stage}).\nOriginal Traceback (most recent call last):\n"
             + self.traceback.split("\n", 1)[-1]
         )

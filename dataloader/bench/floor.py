@@ -153,7 +153,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options, checked; ``--quick`` makes one repetition of at most 0.3 s per run."""
     parser = new_parser(__doc__)
     add_workloads(parser, "images,tiny", ("images", "tiny"))
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2,
+                        help="the floor's processes, and our loader's num_workers (default 2)")
     add_reps(parser, 3)
     add_seconds(parser, 1.5, "measured seconds per run")
     parser.add_argument("--main-us", type=float, default=200.0,

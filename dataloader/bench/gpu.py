@@ -184,7 +184,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="GPU milliseconds per step, comma-separated (default 0,4)")
     add_reps(parser, 3)
     add_seconds(parser, 2.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the loaders' seed (default 0)")
     add_quick(parser, "1 repetition of 0.3 s on small datasets")
     add_json(parser, "write the runs and rows to this file")
     args = parser.parse_args(argv)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .._validate import check_apply_or_function
 from ..errors import ArgumentValueError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 class Transform(ABC):
@@ -20,8 +23,11 @@ class Transform(ABC):
     @abstractmethod
     def apply(self, input: Any) -> Any: ...
 
-    def apply_batch(self, inputs: Sequence[Any]) -> list:
+    def apply_batch(self, inputs: Sequence[Any]) -> list[Any]:
         return [self.apply(sample) for sample in inputs]
+
+    def __repr__(self) -> str:
+        return type(self).__name__  # as MegEngine's: the class name
 
 
 class PseudoTransform(Transform):
@@ -30,7 +36,7 @@ class PseudoTransform(Transform):
     def apply(self, input: Any) -> Any:
         return input
 
-    def apply_batch(self, inputs: Sequence[Any]) -> list:
+    def apply_batch(self, inputs: Sequence[Any]) -> list[Any]:
         return list(inputs)
 
 
@@ -52,7 +58,8 @@ def as_transform(value: Any, name: str = "transform") -> Transform:
     else (a class given for an instance, say) a clear error naming ``name``."""
     if value is None:
         return PseudoTransform()
-    return check_apply_or_function(name, value, "Transform", _FunctionTransform)
+    transform: Transform = check_apply_or_function(name, value, "Transform", _FunctionTransform)
+    return transform
 
 
 class BatchTransform(Transform):
@@ -63,16 +70,21 @@ class BatchTransform(Transform):
     runs the same way whatever ``num_workers`` is, and its exceptions
     propagate unwrapped. Put it last in a :class:`Compose`, or pass it as the
     loader's ``transform``. ``CudaTransform`` is MegEngine's name for it.
+    Instantiated as it is, it is the identity, as MegEngine's is; subclasses
+    override :meth:`apply`.
     """
 
-    def apply_batch(self, inputs: Sequence[Any]) -> list:
+    def apply(self, input: Any) -> Any:
+        return input
+
+    def apply_batch(self, inputs: Sequence[Any]) -> list[Any]:
         return [self.apply(batch) for batch in inputs]
 
 
 CudaTransform = BatchTransform
 
 
-def split_batch_transforms(transform: Any) -> tuple[Any, list]:
+def split_batch_transforms(transform: Any) -> tuple[Any, list[Any]]:
     """(the per-sample part, the trailing batch transforms) of a loader's ``transform``.
 
     Batch transforms that end a :class:`Compose` (of any kind, or a Compose
@@ -85,7 +97,7 @@ def split_batch_transforms(transform: Any) -> tuple[Any, list]:
     return (transform.with_transforms([]) if part is None else part), lifted
 
 
-def _split(transform: Any, where: str) -> tuple[Any, list]:
+def _split(transform: Any, where: str) -> tuple[Any, list[Any]]:
     """Like :func:`split_batch_transforms` for the transform at path ``where`` ("" for the
     loader's own); a part of None means all of it was lifted."""
     if isinstance(transform, BatchTransform):
@@ -96,7 +108,8 @@ def _split(transform: Any, where: str) -> tuple[Any, list]:
     for position, path in enumerate(found):
         if path is not None:
             transform._check_batch_child(position, path)
-    kept, lifted = list(transform.transforms), []
+    kept = list(transform.transforms)
+    lifted: list[Any] = []
     while kept:
         part, tail = _split(kept[-1], _child(where, len(kept) - 1))
         lifted[:0] = tail
@@ -142,7 +155,7 @@ class Compose(Transform):
     def __init__(self, transforms: Iterable[Transform] = ()) -> None:
         self.transforms = _checked_children(transforms)
 
-    def with_transforms(self, transforms: Iterable[Any]) -> Compose:
+    def with_transforms(self, transforms: Iterable[Any]) -> Self:
         """A copy of this Compose, with the same settings, that applies ``transforms`` instead."""
         clone = copy.copy(self)
         clone.transforms = _checked_children(transforms)
@@ -160,7 +173,7 @@ class Compose(Transform):
             input = transform.apply(input)
         return input
 
-    def apply_batch(self, inputs: Sequence[Any]) -> list:
+    def apply_batch(self, inputs: Sequence[Any]) -> list[Any]:
         samples = list(inputs)
         for transform in self.transforms:
             apply_batch = getattr(transform, "apply_batch", None)
@@ -171,7 +184,7 @@ class Compose(Transform):
         return samples
 
 
-def _checked_children(transforms: Iterable[Any]) -> list:
+def _checked_children(transforms: Iterable[Any]) -> list[Any]:
     """The transforms of a Compose, plain functions among them wrapped (as torchvision takes them)."""
     return [
         check_apply_or_function(f"transforms[{position}]", t, "Transform", _FunctionTransform)

@@ -175,7 +175,7 @@ def test_a_dataset_that_fails_to_unpickle_in_a_worker_is_reported_whole(no_leaks
 
     assert isinstance(error, dataloader.WorkerError) and error.indices is None
     message = str(error)
-    found = re.match(r"Caught FileNotFoundError in DataLoader worker (\d) \(pid (\d+)\) \(stage: unpickling\)\.", message)
+    found = re.match(r"Caught FileNotFoundError in DataLoader worker process (\d) \(pid (\d+)\) \(stage: unpickling\)\.", message)
     assert found, message
     assert error.worker_id == int(found[1]) and error.pid == int(found[2])
     assert f"cannot reopen /data/index.db in pid {found[2]}" in message  # the worker's own words
@@ -206,7 +206,7 @@ def test_a_failure_in_worker_start_up_is_reported_whole(no_leaks, monkeypatch):
 
     assert isinstance(error, dataloader.WorkerError)
     message = str(error)
-    assert re.match(r"Caught RuntimeError in DataLoader worker \d \(pid \d+\) \(stage: start-up\)\.", message)
+    assert re.match(r"Caught RuntimeError in DataLoader worker process \d \(pid \d+\) \(stage: start-up\)\.", message)
     assert f"cannot seed worker in pid {error.pid}" in message
 
 

@@ -67,7 +67,7 @@ def test_error_arrives_as_its_own_type_with_where_and_traceback(no_leaks, start_
     assert isinstance(error, RuntimeError) and isinstance(error, dataloader.WorkerError)
     message = str(error)
     assert message.startswith(
-        f"Caught {kind.__name__} in DataLoader worker {worker_id} (pid {pid}) "
+        f"Caught {kind.__name__} in DataLoader worker process {worker_id} (pid {pid}) "
         f"while loading indices {batch_of(BAD)}"
     ), message
     assert re.search(rf"\bstage\W+{stage}\b", message), message
@@ -117,7 +117,7 @@ def test_exceptions_with_odd_constructors_keep_their_type(no_leaks, start_method
 
     assert isinstance(error, dataloader.WorkerError)
     assert type(error).__name__ == kind
-    assert str(error).startswith(f"Caught {kind} in DataLoader worker")
+    assert str(error).startswith(f"Caught {kind} in DataLoader worker process")
     if args is not None:
         assert error.args == args
 
@@ -162,7 +162,7 @@ def test_a_type_that_cannot_be_rebuilt_becomes_a_plain_worker_error(no_leaks, st
     assert type(error) is dataloader.WorkerError
     worker_id, pid = _origin(error)
     message = str(error)
-    assert message.startswith(f"Caught {name} in DataLoader worker {worker_id} (pid {pid})"), message
+    assert message.startswith(f"Caught {name} in DataLoader worker process {worker_id} (pid {pid})"), message
     assert source in message
     assert (error.worker_id, error.pid, list(error.indices)) == (worker_id, pid, batch_of(BAD))
 
@@ -171,7 +171,7 @@ def test_arguments_that_do_not_pickle_still_give_the_type_and_the_text(no_leaks,
     error, _ = _raised_by(loader_over(RaiseAt(64, BAD, "UnpicklableArgs"), start_method), ValueError)
 
     assert isinstance(error, dataloader.WorkerError)
-    assert str(error).startswith("Caught ValueError in DataLoader worker")
+    assert str(error).startswith("Caught ValueError in DataLoader worker process")
     assert f"sample {BAD} (worker" in str(error)  # the original message, from the traceback text
 
 
@@ -191,7 +191,7 @@ def test_worker_init_fn_error_is_raised_in_the_main_process(no_leaks, start_meth
     message = str(error)
     found = re.search(r"cannot open the database in worker (\d+) \(pid (\d+)\)", message)
     assert found, message
-    assert message.startswith(f"Caught ValueError in DataLoader worker {found[1]} (pid {found[2]})"), message
+    assert message.startswith(f"Caught ValueError in DataLoader worker process {found[1]} (pid {found[2]})"), message
     assert "worker_init_fn" in message
     assert 'raise ValueError(f"cannot open the database in worker {worker_id}' in message
     assert elapsed < 10  # reported, not waited on until some other timeout

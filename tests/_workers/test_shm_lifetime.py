@@ -99,4 +99,4 @@ def test_no_memory_for_a_bigger_batch_is_a_clear_error_not_a_sigbus(no_leaks, st
     assert isinstance(info.value, dataloader.WorkerError)
     assert "cannot reserve" in message and "shared memory for a batch" in message, message
     assert "lower shm_budget, the batch size, prefetch_factor or num_workers" in message, message
-    assert "DataLoader worker 0" in message, message
+    assert "DataLoader worker process 0" in message, message

@@ -65,7 +65,7 @@ def test_thread_worker_errors_are_rebuilt_like_process_errors(no_leaks):
     with pytest.raises(KeyError) as caught:
         list(loader)
     assert isinstance(caught.value, WorkerError)
-    assert "Caught KeyError in DataLoader worker" in str(caught.value)
+    assert "Caught KeyError in DataLoader worker process" in str(caught.value)
     assert "[4, 5]" in str(caught.value)
 
 

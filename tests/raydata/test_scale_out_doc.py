@@ -1,6 +1,6 @@
 """docs/scale-out.md's complete example runs, where Ray is installed.
 
-tests/test_docs.py does not run its blocks (they are marked ``no-test``: the core suite has no
+tests/test_docs.py does not run its blocks (they are marked ``no-test: ...``: the core suite has no
 Ray); the ones marked ``ray-example`` as well run here, as one script in a fresh interpreter.
 """
 
@@ -19,7 +19,7 @@ pytest.importorskip("cv2", reason="the example decodes JPEGs with OpenCV: pip in
 
 ROOT = Path(__file__).resolve().parents[2]
 _BLOCK = re.compile(
-    r"^<!-- ray-example -->\n<!-- no-test -->\n```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M
+    r"^<!-- ray-example -->\n<!-- no-test: [^\n]* -->\n```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M
 )
 
 

@@ -3,7 +3,7 @@ import pytest
 
 from dataloader import ArrayDataset, DataLoader, SequentialSampler
 from dataloader.errors import ArgumentTypeError, ArgumentValueError
-from dataloader.transform import BatchTransform, Compose, PseudoTransform, Transform
+from dataloader.transform import BatchTransform, Compose, CudaTransform, PseudoTransform, Transform
 from dataloader.transform._base import split_batch_transforms
 
 
@@ -50,6 +50,14 @@ def test_compose_rejects_non_transforms_naming_the_position():
 def test_transform_is_abstract():
     with pytest.raises(TypeError):
         Transform()
+
+
+def test_batch_transform_as_it_is_is_the_identity():
+    batch = (np.arange(6).reshape(3, 2), np.arange(3))
+    for identity in (BatchTransform(), CudaTransform()):
+        assert identity.apply(batch) is batch
+        assert identity.apply_batch([batch, batch]) == [batch, batch]
+    assert load(CudaTransform()) == [[[0, 1], [2, 3], [4, 5], [6, 7]], [[8, 9], [10, 11]]]
 
 
 # Batch transforms that end a Compose are lifted out of the per-sample stage.

@@ -12,8 +12,12 @@ BGR HWC conventions, is several times faster than NumPy for these, and releases
 the GIL so thread workers run transforms in parallel. Importing this package
 imports ``cv2`` (``pip install dataloader[vision]``); ``import dataloader``
 does not.
+
+``Transform`` and ``PseudoTransform`` are here too, as in ``megengine.data.transform``, so
+``import dataloader.transform.vision as T`` stands in for ``import megengine.data.transform as T``.
 """
 
+from .._base import PseudoTransform, Transform
 from ._base import VisionTransform
 from ._color import (
     BrightnessTransform,
@@ -40,6 +44,7 @@ __all__ = [
     "Lighting",
     "Normalize",
     "Pad",
+    "PseudoTransform",
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomResize",
@@ -49,5 +54,6 @@ __all__ = [
     "SaturationTransform",
     "ShortestEdgeResize",
     "ToMode",
+    "Transform",
     "VisionTransform",
 ]

@@ -90,7 +90,7 @@ def pad_sizes(name: str, value: Any) -> tuple[int, int, int, int]:
     left, right)`` is taken as is.
     """
     if is_int(value):
-        sizes: tuple = (value,) * 4
+        sizes: tuple[int, ...] = (value,) * 4
     elif is_sequence(value) and len(value) in (2, 4) and all(is_int(v) for v in value):
         sizes = (0, value[0], 0, value[1]) if len(value) == 2 else tuple(value)
     else:
@@ -106,7 +106,8 @@ def pad_sizes(name: str, value: Any) -> tuple[int, int, int, int]:
 def fill(name: str, value: Any) -> float | tuple[float, ...]:
     """A padding value: one number, or one per channel."""
     if is_number(value):
-        return value
+        number: float = value
+        return number
     if is_sequence(value) and len(value) > 0 and all(is_number(v) for v in value):
         return tuple(value)
     raise ArgumentTypeError(

@@ -92,7 +92,7 @@ class VisionTransform(Transform):
     def apply(self, input: Any) -> Any:
         return self._apply_in_order(input, self.order)
 
-    def apply_batch(self, inputs: Sequence[Any]) -> list:
+    def apply_batch(self, inputs: Sequence[Any]) -> list[Any]:
         return [self.apply(sample) for sample in inputs]
 
     def _apply_in_order(self, input: Any, order: tuple[str, ...]) -> Any:
@@ -107,8 +107,8 @@ class VisionTransform(Transform):
         out.extend(fields[len(order) :])
         return tuple(out) if isinstance(input, tuple) else out[0]
 
-    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator | None) -> Any:
-        """This sample's parameters, drawn from ``rng`` (None unless ``_random``)."""
+    def _get_params(self, image: np.ndarray | None, rng: Any) -> Any:
+        """This sample's parameters, drawn from ``rng`` (a Generator if ``_random``, else None)."""
         return None
 
     def _apply_image(self, image: np.ndarray, params: Any) -> np.ndarray:
@@ -129,12 +129,12 @@ class VisionTransform(Transform):
 
     def _apply_keypoints(self, keypoints: Any, params: Any) -> np.ndarray:
         keypoints = as_float(keypoints, "keypoints", None)
-        out = keypoints.copy()
+        out: np.ndarray = keypoints.copy()
         xy = self._apply_coords(keypoints[..., :2].reshape(-1, 2), params)
         out[..., :2] = xy.reshape(keypoints.shape[:-1] + (2,))
         return out
 
-    def _apply_polygons(self, polygons: Any, params: Any) -> list:
+    def _apply_polygons(self, polygons: Any, params: Any) -> list[Any]:
         return [
             [self._apply_coords(as_float(points, "polygons", 2), params) for points in instance]
             for instance in polygons
@@ -150,10 +150,11 @@ class PhotometricTransform(VisionTransform):
     def _apply_mask(self, mask: Any, params: Any) -> Any:
         return mask
 
-    _apply_boxes = _apply_keypoints = _apply_polygons = _apply_coords
+    # Aliases: only the parameter names differ from the base methods'.
+    _apply_boxes = _apply_keypoints = _apply_polygons = _apply_coords  # type: ignore[assignment]
 
 
-def split_fields(input: Any, order: tuple[str, ...], who: VisionTransform) -> tuple:
+def split_fields(input: Any, order: tuple[str, ...], who: VisionTransform) -> tuple[Any, ...]:
     if not isinstance(input, tuple):
         if len(order) != 1:
             raise ArgumentValueError(
@@ -169,7 +170,7 @@ def split_fields(input: Any, order: tuple[str, ...], who: VisionTransform) -> tu
     return input
 
 
-def find_image(fields: tuple, order: tuple[str, ...], who: VisionTransform) -> np.ndarray | None:
+def find_image(fields: tuple[Any, ...], order: tuple[str, ...], who: VisionTransform) -> np.ndarray | None:
     if "image" not in order:
         return None
     image = fields[order.index("image")]

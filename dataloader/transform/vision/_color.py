@@ -13,7 +13,7 @@ Each factor is either ``v >= 0``, meaning a factor drawn uniformly from
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class _Factor(PhotometricTransform):
 
     _random = True
 
-    def __init__(self, value: Any, *, order=None) -> None:
+    def __init__(self, value: Any, *, order: Sequence[str] | None = None) -> None:
         super().__init__(order)
         self.value = value
         self._range = self._parse(value)
@@ -36,7 +36,7 @@ class _Factor(PhotometricTransform):
     def _parse(value: Any, name: str = "value") -> tuple[float, float] | None:
         return _args.jitter_range(name, value)
 
-    def _get_params(self, image, rng) -> float | None:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> float | None:
         return None if self._range is None else float(rng.uniform(*self._range))
 
     def _apply_image(self, image: np.ndarray, factor: float | None) -> np.ndarray:
@@ -140,22 +140,25 @@ class ColorJitter(PhotometricTransform):
 
     _random = True
 
-    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0, *, order=None) -> None:
+    def __init__(
+        self, brightness: Any = 0, contrast: Any = 0, saturation: Any = 0, hue: Any = 0, *,
+        order: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(order)
         values = dict(brightness=brightness, contrast=contrast, saturation=saturation, hue=hue)
         for name, value in values.items():
             setattr(self, name, value)
-        self._parts = []
+        self._parts: list[tuple[Any, tuple[float, float]]] = []
         for name, kind in _JITTERS:
             value_range = kind._parse(values[name], name)
             if value_range is not None:
                 self._parts.append((kind._adjust, value_range))
 
-    def _get_params(self, image, rng) -> list:
-        steps = rng.permutation(len(self._parts)) if self._parts else []
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> list[Any]:
+        steps: np.ndarray | list[int] = rng.permutation(len(self._parts)) if self._parts else []
         return [(self._parts[i][0], float(rng.uniform(*self._parts[i][1]))) for i in steps]
 
-    def _apply_image(self, image: np.ndarray, steps: list) -> np.ndarray:
+    def _apply_image(self, image: np.ndarray, steps: list[Any]) -> np.ndarray:
         for adjust, factor in steps:
             image = adjust(image, factor)
         return image

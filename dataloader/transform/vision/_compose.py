@@ -107,7 +107,7 @@ class Compose(BaseCompose, VisionTransform):
             input = _apply_child(transform, input, order)
         return input
 
-    def apply_batch(self, inputs: Sequence[Any]) -> list:
+    def apply_batch(self, inputs: Sequence[Any]) -> list[Any]:
         if not self.batch_compose:
             return [self.apply(sample) for sample in inputs]
         samples = list(inputs)
@@ -121,7 +121,8 @@ class Compose(BaseCompose, VisionTransform):
                 samples = [transform.apply(sample) for sample in samples]
         return samples
 
-    def _sequence(self, rng: np.random.Generator | None) -> list:
+    def _sequence(self, rng: Any) -> list[Any]:
+        # rng: a Generator when shuffle_indices is set, else None
         if self.shuffle_indices is None:
             return self.transforms
         positions = list(range(len(self.transforms)))

@@ -9,10 +9,13 @@ saturated, not truncated.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 import cv2
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 from ...errors import ArgumentValueError
 
@@ -27,7 +30,7 @@ def keep3d(array: np.ndarray) -> np.ndarray:
     return array[:, :, None] if array.ndim == 2 else array
 
 
-def to_dtype(image: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def to_dtype(image: np.ndarray, dtype: DTypeLike) -> np.ndarray:
     """Saturate float ``image`` to [0, 255] and cast it to ``dtype`` (rounding for integers)."""
     image = np.clip(image, 0, 255, out=image if image.dtype.kind == "f" else None)
     if np.dtype(dtype).kind in "iu":
@@ -49,7 +52,9 @@ def resize_nearest(array: np.ndarray, height: int, width: int) -> np.ndarray:
     """
     if array.shape[0] == height and array.shape[1] == width:
         return array
-    return array[_centres(height, array.shape[0])[:, None], _centres(width, array.shape[1])]
+    rows, columns = _centres(height, array.shape[0]), _centres(width, array.shape[1])
+    resized: np.ndarray = array[rows[:, None], columns]
+    return resized
 
 
 def _centres(count: int, source: int) -> np.ndarray:
@@ -82,8 +87,8 @@ def pad(
     if values.ndim == 1:
         if values.size < channels:
             raise ArgumentValueError(
-                f"the padding value {tuple(value)!r} has {values.size} entries but the array "
-                f"has {channels} channels; give one number or at least one per channel."
+                f"the padding value {tuple(cast(Sequence[float], value))!r} has {values.size} entries "
+                f"but the array has {channels} channels; give one number or at least one per channel."
             )
         values = values[:channels]
     if values.ndim == 0:

@@ -10,7 +10,7 @@ is dropped, which keeps boxes aligned with their ``*category`` fields.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import cv2
 import numpy as np
@@ -93,7 +93,8 @@ class AxisAlignedTransform(VisionTransform):
     def _apply_coords(self, coords: Any, plan: Plan) -> np.ndarray:
         coords = as_float(coords, "coords", 2)
         scale, offset = plan.coordinate_map()
-        return (coords * scale + offset).astype(coords.dtype, copy=False)
+        mapped: np.ndarray = (coords * scale + offset).astype(coords.dtype, copy=False)
+        return mapped
 
     def _apply_boxes(self, boxes: Any, plan: Plan) -> np.ndarray:
         boxes = as_float(boxes, "boxes", 4)
@@ -110,7 +111,9 @@ class AxisAlignedTransform(VisionTransform):
 
 def pick(choices: Sequence[int], rng: np.random.Generator | None) -> int:
     """One interpolation flag: the only one, or one drawn from ``rng``."""
-    return choices[0] if len(choices) == 1 else choices[int(rng.integers(len(choices)))]
+    if len(choices) == 1:
+        return choices[0]
+    return choices[int(cast(np.random.Generator, rng).integers(len(choices)))]
 
 
 class Pad(AxisAlignedTransform):
@@ -127,7 +130,9 @@ class Pad(AxisAlignedTransform):
     by ``(left, top)``.
     """
 
-    def __init__(self, size: Any = 0, value: Any = 0, mask_value: int = 0, *, order=None) -> None:
+    def __init__(
+        self, size: Any = 0, value: Any = 0, mask_value: int = 0, *, order: Sequence[str] | None = None
+    ) -> None:
         super().__init__(order)
         self.size = _args.pad_sizes("size", size)
         self.value = self._fill = _args.fill("value", value)
@@ -135,7 +140,7 @@ class Pad(AxisAlignedTransform):
             raise ArgumentTypeError(f"`mask_value` must be an integer; got {mask_value!r}.")
         self.mask_value = self._mask_fill = int(mask_value)
 
-    def _get_params(self, image, rng) -> Plan:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
         height, width = image_size(image, self)
         return Plan(height, width, pad=self.size)
 
@@ -150,11 +155,11 @@ class CenterCrop(AxisAlignedTransform):
     Image and mask: a view of the input, ``(height, width, C)``, dtype kept.
     """
 
-    def __init__(self, output_size: Any, *, order=None) -> None:
+    def __init__(self, output_size: Any, *, order: Sequence[str] | None = None) -> None:
         super().__init__(order)
         self.output_size = _args.size_pair("output_size", output_size)
 
-    def _get_params(self, image, rng) -> Plan:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
         height, width = image_size(image, self)
         th, tw = self.output_size
         if th > height or tw > width:
@@ -193,7 +198,7 @@ class RandomCrop(AxisAlignedTransform):
         padding_value: Any = (0, 0, 0),
         padding_maskvalue: int = 0,
         *,
-        order=None,
+        order: Sequence[str] | None = None,
     ) -> None:
         super().__init__(order)
         self.output_size = _args.size_pair("output_size", output_size)
@@ -205,7 +210,7 @@ class RandomCrop(AxisAlignedTransform):
             )
         self.padding_maskvalue = self._mask_fill = int(padding_maskvalue)
 
-    def _get_params(self, image, rng) -> Plan:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
         height, width = image_size(image, self)
         top, bottom, left, right = self.padding_size
         th, tw = self.output_size
@@ -222,13 +227,14 @@ class _RandomFlip(AxisAlignedTransform):
     _random = True
     _axis = ""
 
-    def __init__(self, prob: float = 0.5, *, order=None) -> None:
+    def __init__(self, prob: float = 0.5, *, order: Sequence[str] | None = None) -> None:
         super().__init__(order)
         self.prob = _args.probability("prob", prob)
 
-    def _get_params(self, image, rng) -> Plan:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
         height, width = image_size(image, self)
-        return Plan(height, width, **{f"flip_{self._axis}": bool(rng.random() < self.prob)})
+        flip: dict[str, Any] = {f"flip_{self._axis}": bool(rng.random() < self.prob)}
+        return Plan(height, width, **flip)
 
 
 class RandomHorizontalFlip(_RandomFlip):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ class ToMode(VisionTransform):
     unchanged. Put it last: the other transforms expect HWC.
     """
 
-    def __init__(self, mode: str = "CHW", *, order=None) -> None:
+    def __init__(self, mode: str = "CHW", *, order: Sequence[str] | None = None) -> None:
         super().__init__(order)
         if mode != "CHW":
             raise ArgumentValueError(f"`mode` must be 'CHW'; got {mode!r}.")
@@ -44,7 +44,8 @@ class ToMode(VisionTransform):
     def _apply_coords(self, coords: Any, params: Any) -> Any:
         return coords
 
-    _apply_boxes = _apply_keypoints = _apply_polygons = _apply_coords
+    # Aliases: only the parameter names differ from the base methods'.
+    _apply_boxes = _apply_keypoints = _apply_polygons = _apply_coords  # type: ignore[assignment]
 
 
 class Normalize(PhotometricTransform):
@@ -58,7 +59,7 @@ class Normalize(PhotometricTransform):
     Image: float32 ``(H, W, C)`` whatever the input dtype.
     """
 
-    def __init__(self, mean: Any = 0.0, std: Any = 1.0, *, order=None) -> None:
+    def __init__(self, mean: Any = 0.0, std: Any = 1.0, *, order: Sequence[str] | None = None) -> None:
         super().__init__(order)
         self.mean = np.array(_args.per_channel("mean", mean), dtype=np.float32)
         self.std = np.array(_args.per_channel("std", std, nonzero=True), dtype=np.float32)
@@ -82,14 +83,14 @@ class GaussianNoise(PhotometricTransform):
 
     _random = True
 
-    def __init__(self, mean: Any = 0.0, std: Any = 1.0, *, order=None) -> None:
+    def __init__(self, mean: Any = 0.0, std: Any = 1.0, *, order: Sequence[str] | None = None) -> None:
         super().__init__(order)
         self.mean = np.array(_args.per_channel("mean", mean), dtype=np.float32)
         self.std = np.array(_args.per_channel("std", std), dtype=np.float32)
         if (self.std < 0).any():
             raise ArgumentValueError(f"`std` must not be negative; got {std!r}.")
 
-    def _get_params(self, image, rng) -> np.ndarray | None:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> np.ndarray | None:
         if image is None:
             return None
         return rng.standard_normal(image.shape, dtype=np.float32)
@@ -118,17 +119,18 @@ class Lighting(PhotometricTransform):
 
     _random = True
 
-    def __init__(self, scale: float, *, order=None) -> None:
+    def __init__(self, scale: float, *, order: Sequence[str] | None = None) -> None:
         super().__init__(order)
         if not _args.is_number(scale) or not scale >= 0:
             raise ArgumentValueError(f"`scale` must be a number >= 0; got {scale!r}.")
         self.scale = float(scale)
 
-    def _get_params(self, image, rng) -> np.ndarray | None:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> np.ndarray | None:
         if self.scale == 0:
             return None
         alpha = rng.normal(scale=self.scale, size=3)
-        return _EIGVEC @ (alpha * _EIGVAL) * 255.0
+        shift: np.ndarray = _EIGVEC @ (alpha * _EIGVAL) * 255.0
+        return shift
 
     def _apply_image(self, image: np.ndarray, offsets: np.ndarray | None) -> np.ndarray:
         if offsets is None:

@@ -9,12 +9,12 @@ works for any mask dtype.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import cv2
 import numpy as np
 
-from ...errors import ArgumentValueError
+from ...errors import ArgumentTypeError, ArgumentValueError
 from . import _args
 from ._geometry import AxisAlignedTransform, Plan, image_size, pick
 
@@ -48,7 +48,9 @@ class Resize(_Resizing):
     array) when already that size.
     """
 
-    def __init__(self, output_size: Any, interpolation: Any = cv2.INTER_LINEAR, *, order=None):
+    def __init__(
+        self, output_size: Any, interpolation: Any = cv2.INTER_LINEAR, *, order: Sequence[str] | None = None
+    ) -> None:
         super().__init__(interpolation, order)
         if _args.is_int(output_size):
             if output_size < 1:
@@ -57,7 +59,7 @@ class Resize(_Resizing):
         else:
             self.output_size = _args.size_pair("output_size", output_size)
 
-    def _get_params(self, image, rng) -> Plan:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
         height, width = image_size(image, self)
         if not isinstance(self.output_size, int):
             return self._plan(image, rng, *self.output_size)
@@ -93,7 +95,7 @@ class ShortestEdgeResize(_Resizing):
         sample_style: str = "range",
         interpolation: Any = cv2.INTER_LINEAR,
         *,
-        order=None,
+        order: Sequence[str] | None = None,
     ) -> None:
         super().__init__(interpolation, order)
         if sample_style not in ("range", "choice"):
@@ -103,7 +105,7 @@ class ShortestEdgeResize(_Resizing):
         self.sample_style = sample_style
         sizes = (min_size,) * 2 if _args.is_int(min_size) else min_size
         if not _args.is_sequence(sizes) or not sizes or not all(_args.is_int(s) for s in sizes):
-            raise _args.ArgumentTypeError(
+            raise ArgumentTypeError(
                 f"`min_size` must be an integer or a sequence of integers; got {min_size!r}."
             )
         if min(sizes) < 1 or (sample_style == "range" and (len(sizes) != 2 or sizes[0] > sizes[1])):
@@ -116,7 +118,7 @@ class ShortestEdgeResize(_Resizing):
             raise ArgumentValueError(f"`max_size` must be a positive integer; got {max_size!r}.")
         self.max_size = int(max_size)
 
-    def _get_params(self, image, rng) -> Plan:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
         height, width = image_size(image, self)
         if self.sample_style == "range":
             size = int(rng.integers(self.min_size[0], self.min_size[1] + 1))
@@ -143,13 +145,15 @@ class RandomResize(_Resizing):
 
     _random = True
 
-    def __init__(self, scale_range: Any, interpolation: Any = cv2.INTER_LINEAR, *, order=None):
+    def __init__(
+        self, scale_range: Any, interpolation: Any = cv2.INTER_LINEAR, *, order: Sequence[str] | None = None
+    ) -> None:
         super().__init__(interpolation, order)
         self.scale_range = _args.number_pair("scale_range", scale_range, low=0.0)
         if self.scale_range[0] <= 0:
             raise ArgumentValueError(f"`scale_range` must be positive; got {scale_range!r}.")
 
-    def _get_params(self, image, rng) -> Plan:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
         height, width = image_size(image, self)
         scale = rng.uniform(*self.scale_range)
         return self._plan(
@@ -183,7 +187,7 @@ class RandomResizedCrop(_Resizing):
         ratio_range: Any = (3.0 / 4, 4.0 / 3),
         interpolation: Any = cv2.INTER_LINEAR,
         *,
-        order=None,
+        order: Sequence[str] | None = None,
     ) -> None:
         super().__init__(interpolation, order)
         self.output_size = _args.size_pair("output_size", output_size)
@@ -195,7 +199,7 @@ class RandomResizedCrop(_Resizing):
                 f"got {scale_range!r} and {ratio_range!r}."
             )
 
-    def _get_params(self, image, rng) -> Plan:
+    def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
         height, width = image_size(image, self)
         y, x, h, w = self._window(height, width, rng)
         return Plan(
@@ -206,7 +210,7 @@ class RandomResizedCrop(_Resizing):
             interpolation=pick(self._interpolations, rng),
         )
 
-    def _window(self, height: int, width: int, rng: np.random.Generator) -> tuple:
+    def _window(self, height: int, width: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
         area = height * width
         log_lo, log_hi = math.log(self.ratio_range[0]), math.log(self.ratio_range[1])
         for _ in range(10):

@@ -18,7 +18,8 @@ def test_examples_run_and_print_what_they_claim():
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             exec(compile(block, str(DOC), "exec"), namespace)
-        claimed = [line.split("#")[1].strip() for line in block.splitlines() if "print(" in line and "#" in line]
+        claimed = [line.split("#")[1].strip().removeprefix("-> ") for line in block.splitlines()
+                   if "print(" in line and "#" in line]
         printed = [line.strip() for line in out.getvalue().splitlines()]
         for claim, line in zip(claimed, printed):
             assert line == claim.split(" ...")[0], (claim, line)

@@ -1,0 +1,133 @@
+"""docs/cli.md and the parsers agree, and every option has help text.
+
+Each command's section of docs/cli.md (``## `demo```, ..., ``### `bench columnar```) has an
+option table; its options are exactly the parser's. The options in the section's usage lines
+and example command lines (``$ python -m dataloader ...``) exist too. The bench tools build
+their parser inside ``parse_args``/``main``: :func:`parser_of` catches it as it starts parsing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from dataloader._cli import convert, demo, doctor
+
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+
+
+class _Caught(Exception):
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+
+def parser_of(
+    call: Callable[[], object], monkeypatch: pytest.MonkeyPatch
+) -> argparse.ArgumentParser:
+    """The parser ``call`` builds, taken when it starts parsing (so nothing runs)."""
+
+    def catch(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        raise _Caught(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", catch)
+    with pytest.raises(_Caught) as caught:
+        call()
+    return caught.value.parser
+
+
+def command_parser(module: object) -> argparse.ArgumentParser:
+    commands = argparse.ArgumentParser().add_subparsers()
+    module.add_parser(commands)  # type: ignore[attr-defined]
+    return next(iter(commands.choices.values()))
+
+
+def bench_tool(name: str) -> Callable[[], object]:
+    """Parse no options with the bench tool ``dataloader.bench.<name>``."""
+    module = importlib.import_module(f"dataloader.bench.{name}")
+    return lambda: (module.parse_args if hasattr(module, "parse_args") else module.main)([])
+
+
+# heading on docs/cli.md -> how to get its parser
+DOCUMENTED = {
+    "demo": lambda mp: command_parser(demo),
+    "doctor": lambda mp: command_parser(doctor),
+    "convert": lambda mp: command_parser(convert),
+    "bench": lambda mp: parser_of(bench_tool("cli"), mp),
+    "bench columnar": lambda mp: parser_of(bench_tool("columnar"), mp),
+    "bench ray": lambda mp: parser_of(bench_tool("raydata"), mp),
+}
+
+
+def options(parser: argparse.ArgumentParser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help")}
+
+
+def section(name: str) -> str:
+    """The text under ``## `name``` or ``### `name```, up to the next heading."""
+    text = CLI_DOC.read_text(encoding="utf-8")
+    match = re.search(rf"^##+ `{re.escape(name)}`\n(.*?)(?=^#|\Z)", text, re.S | re.M)
+    assert match, f"docs/cli.md has no section for `{name}`"
+    return match.group(1)
+
+
+def table_options(text: str) -> set[str]:
+    """The options in the first cells of the tables whose first column is ``option``."""
+    found: set[str] = set()
+    for table in re.findall(r"^\| option \|.*?(?=^[^|]|\Z)", text, re.S | re.M):
+        for first in re.findall(r"^\| ([^|]*)\|", table, re.M)[2:]:  # past the header and rule
+            found |= set(re.findall(r"`(-{1,2}[\w-]+)", first))
+    return found
+
+
+def command_line_options(text: str, command: str) -> set[str]:
+    """The options on usage and example lines of ``python -m dataloader <command>``."""
+    found: set[str] = set()
+    # The command (not a longer one, nor bench's companions), then the line and its continuations.
+    usage = rf"^\$? ?python -m dataloader {command}(?![\w-])(?! (?:columnar|ray)\b)"
+    for line in re.findall(usage + r"(.*(?:\n {10,}.*)*)", text, re.M):
+        found |= set(re.findall(r"(?<![\w-])(-{1,2}[a-z][\w-]*)", line.split("#")[0]))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_documented_options_are_the_parsers(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = options(DOCUMENTED[name](monkeypatch))
+    text = section(name)
+    documented = table_options(text)
+    assert documented, f"no option table under `{name}`"
+    assert not documented - real, f"`{name}`: documented, but not options: {documented - real}"
+    assert not real - documented, f"`{name}`: options missing from docs/cli.md: {real - documented}"
+    shown = command_line_options(text, name)
+    assert not shown - real, f"`{name}`: usage or example lines name unknown options {shown - real}"
+
+
+TOOLS = ["cli", "columnar", "raydata", "floor", "gpu", "vision"]
+
+
+@pytest.mark.parametrize("name", ["demo", "doctor", "convert", *(f"bench.{t}" for t in TOOLS)])
+def test_every_option_has_help(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if name == "bench.vision":
+        pytest.importorskip("cv2", reason="the vision bench needs OpenCV")
+    if name.startswith("bench."):
+        parser = parser_of(bench_tool(name.split(".", 1)[1]), monkeypatch)
+    else:
+        parser = command_parser({"demo": demo, "doctor": doctor, "convert": convert}[name])
+    silent = (None, "", argparse.SUPPRESS)
+    bare = [a.option_strings or a.dest for a in parser._actions if a.help in silent]
+    assert not bare, f"{name}: options without help text: {bare}"
+
+
+def test_every_command_has_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataloader.__main__ import main
+
+    parser = parser_of(lambda: main(["doctor"]), monkeypatch)
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert {c.dest: bool(c.help) for c in commands._choices_actions} == dict.fromkeys(
+        ["demo", "bench", "doctor", "convert"], True
+    )
