@@ -2,7 +2,7 @@
 
 One track per worker (a "batch k" slice with fetch, transform and collate
 nested inside it) and one track per main-process stage (transport, wait,
-preload). Times are microseconds on the system-wide monotonic clock.
+preload, read). Times are microseconds on the system-wide monotonic clock.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-_MAIN_TRACKS = {"transport": 1000, "wait": 1001, "preload": 1002}
+_MAIN_TRACKS = {"transport": 1000, "wait": 1001, "preload": 1002, "read": 1003}
 
 
 def trace_events(recorder: Any) -> list[dict]:
@@ -36,6 +36,8 @@ def trace_events(recorder: Any) -> list[dict]:
         events.append(_slice("wait", pid, _MAIN_TRACKS["wait"], start, end))
     for start, end in recorder.preloads:
         events.append(_slice("preload", pid, _MAIN_TRACKS["preload"], start, end))
+    for start, end in recorder.reads:
+        events.append(_slice("read", pid, _MAIN_TRACKS["read"], start, end))
     return events
 
 

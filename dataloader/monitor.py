@@ -1,8 +1,9 @@
 """See inside the pipeline: per-stage timings, a stats snapshot with a verdict, env switches.
 
-Every epoch records, per batch, when fetch, transform and collate ran (in
-whichever process or thread made it), how long it spent in transport, how
-long the consumer waited in ``next()`` and how long preload took. Recording
+Every epoch records, per batch, how long reading a stream in this process
+took (``read``, for ``parallel_stream=False``), when fetch, transform and
+collate ran (in whichever process or thread made it), how long it spent in
+transport, how long the consumer waited in ``next()`` and how long preload took. Recording
 is always on (a few floats per batch); ``loader.stats()`` summarises it. The
 latest :data:`KEEP` to ``2 * KEEP`` batches are kept one by one (percentiles,
 the trace); older ones are folded into sums, so an epoch that never ends (an
@@ -36,7 +37,7 @@ from ._trace import write_trace
 
 logger = logging.getLogger("dataloader")
 
-STAGES = ("fetch", "transform", "collate", "transport", "wait", "preload")
+STAGES = ("read", "fetch", "transform", "collate", "transport", "wait", "preload")
 _DEFAULT_FREQUENCY = 10
 # Seconds between reports unless a batch count is asked for: a report every few batches of an
 # endless epoch wrote megabytes a minute; one every 10 s is a few lines a minute at any speed.
@@ -194,6 +195,7 @@ class Recorder:
         self.batches: list[tuple[Any, ...]] = []
         self.waits: list[tuple[float, float]] = []
         self.preloads: list[tuple[float, float]] = []
+        self.reads: list[tuple[float, float]] = []  # a stream read in this process, per task
         # Older events, folded out of the lists above once one holds 2 * keep (see KEEP).
         self.folded = _Sums()
         self._lock = threading.Lock()
@@ -223,6 +225,12 @@ class Recorder:
         self.preloads.append((start, end))
         if len(self.preloads) >= 2 * self._keep:
             self._fold("preloads")
+
+    def read(self, start: float, end: float) -> None:
+        """This process read a batch's samples from the stream (``parallel_stream=False``)."""
+        self.reads.append((start, end))
+        if len(self.reads) >= 2 * self._keep:
+            self._fold("reads")
 
     def waited(self, start: float, end: float) -> None:
         self.waits.append((start, end))
@@ -257,7 +265,7 @@ class Recorder:
             if kind == "batches":
                 sums = _sum_batches(old, self.num_workers > 0)
             else:
-                sums = _Sums({"wait" if kind == "waits" else "preload": (len(old), sum(_spans(old)))})
+                sums = _Sums({_SPAN_STAGES[kind]: (len(old), sum(_spans(old)))})
             setattr(self, kind, kept)
             self.folded = self.folded + sums
 
@@ -278,11 +286,13 @@ class Recorder:
         start = -last if last is not None else 0
         with self._lock:
             batches, waits_list, preloads_list = self.batches[start:], self.waits[start:], self.preloads[start:]
+            reads_list = self.reads[start:]
             folded = self.folded if last is None else _NOTHING_FOLDED
         started = self.started if last is None or not waits_list else waits_list[0][0]
         # Plain Python on purpose: a report covers a few batches, where NumPy's per-call
         # overhead costs more than the arithmetic (and a whole epoch is still a millisecond).
-        durations, recent = _columns(batches, self.num_workers > 0)
+        made, recent = _columns(batches, self.num_workers > 0)
+        durations = {"read": _spans(reads_list), **made}
         durations["wait"] = _spans(waits_list)
         durations["preload"] = _spans(preloads_list)
         # Folding keeps at least `keep` events of each kind, so every folded stage has values here.
@@ -333,6 +343,7 @@ class _Sums:
 
 
 _NOTHING_FOLDED = _Sums()  # never changed: ``+`` makes a new one
+_SPAN_STAGES = {"waits": "wait", "preloads": "preload", "reads": "read"}  # Recorder list -> stage
 
 
 def _columns(batches: list[tuple[Any, ...]], transport: bool) -> tuple[dict[str, list[float]], _Sums]:
@@ -387,13 +398,20 @@ def verdict(stats: dict[str, Any], cores: int) -> str:
         spare = f"; workers were {utilization:.0%} busy, so fewer may do" if utilization is not None and utilization < 0.5 else ""
         return f"consumer-bound: {waited}; the training step is the bottleneck, not loading{spare}"
     heaviest = _heaviest_stage(stages)
+    read = stages.get("read")
+    making = sum(stages[s].total for s in ("fetch", "transform", "collate") if s in stages)
+    if read is not None and read.total > making / max(1, workers):
+        return (
+            f"stream-bound: {waited}, and reading the stream in this process took {read.mean * 1e3:.1f} ms "
+            "a batch, more than making it -> make the stream faster (for RayStream: more Ray CPUs), or, "
+            "if it can shard itself by get_worker_info(), read it in the workers (parallel_stream=True)"
+        )
     if workers == 0:
         return (
             f"input-bound: {waited} while batches were made in this process ({heaviest} dominates) "
             f"-> set num_workers (up to {cores} cores available)"
         )
     transport = stages.get("transport")
-    making = sum(stages[s].total for s in ("fetch", "transform", "collate") if s in stages)
     if utilization is None:
         return f"input-bound: {waited} -> raise num_workers or prefetch_factor"
     if transport is not None and transport.total > making and utilization < _BUSY_HIGH:

@@ -243,6 +243,43 @@ def test_verdict_transport_bound():
     assert line.startswith("transport-bound")
 
 
+def test_verdict_stream_bound_when_reading_the_stream_here_costs_more_than_making_batches():
+    line = verdict(stats(0.9, 2, 0.2, read=4.0, fetch=0.5, collate=0.5), cores=8)
+    assert line.startswith("stream-bound") and "parallel_stream=True" in line
+    assert verdict(stats(0.9, 0, None, read=0.1, fetch=2.0), cores=4).startswith("input-bound")
+
+
+class SlowStream(StreamDataset):
+    def __iter__(self):
+        for i in range(32):
+            time.sleep(0.002)
+            yield np.int64(i)
+
+
+@pytest.mark.parametrize("options", MODES)
+def test_a_stream_read_in_this_process_is_the_read_stage(options, tmp_path, monkeypatch, no_leaks):
+    path = tmp_path / "trace.json"
+    monkeypatch.setenv("DATALOADER_TRACE", str(path))
+    loader = DataLoader(SlowStream(), StreamSampler(batch_size=8), **options)
+    assert [b.tolist() for b in loader] == [list(range(k, k + 8)) for k in range(0, 32, 8)]
+    stats = loader.stats()
+    read = stats.stages["read"]
+    assert read.count == 4 and read.total >= 32 * 0.002 * 0.9  # eight 2 ms samples a batch
+    assert list(stats.stages)[0] == "read" and stats.verdict.startswith("stream-bound")
+    events = json.loads(path.read_text())["traceEvents"]
+    assert len([e for e in events if e["ph"] == "X" and e["name"] == "read"]) == 4
+
+
+def test_map_datasets_and_streams_read_by_workers_have_no_read_stage():
+    dataset = ArrayDataset(np.arange(8))
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=4))
+    list(loader)
+    assert "read" not in loader.stats().stages
+    streamed = DataLoader(Numbers(), StreamSampler(batch_size=4), num_workers=2, parallel_stream=True)
+    list(streamed)
+    assert "read" not in streamed.stats().stages
+
+
 def test_verdict_serial_input_bound():
     line = verdict(stats(0.7, 0, None, fetch=2.0), cores=4)
     assert line.startswith("input-bound") and "set num_workers" in line
@@ -277,6 +314,7 @@ def _feed(recorder, events):
         recorder.batch_made(index % 3, index, times, times.collated + transport, transport)
         recorder.waited(times.collated, times.collated + wait)
         recorder.preloaded(times.collated, times.collated + preload)
+        recorder.read(start - fetch, start)  # the stream read that made the batch's task
         clock = times.collated + max(wait, preload)
 
 
@@ -291,7 +329,7 @@ def test_folding_old_events_keeps_whole_epoch_counts_totals_and_means(events, ke
     folding.started = whole.started = 0.0
     _feed(folding, events)
     _feed(whole, events)
-    assert max(len(folding.batches), len(folding.waits), len(folding.preloads)) < 2 * keep
+    assert max(len(folding.batches), len(folding.waits), len(folding.preloads), len(folding.reads)) < 2 * keep
     got, want = folding.snapshot(), whole.snapshot()
     assert (got.batches, got.samples) == (want.batches, want.samples) == (len(events), sum(e[6] for e in events))
     assert sorted(got.stages) == sorted(want.stages)

@@ -26,7 +26,7 @@ from .._options import LoaderOptions
 from .._stages.batch import BatchMaker
 from .._stages.buffering import Buffered
 from .._stages.consumer import Echo, MapBatches
-from .._stages.source import build_source, checked_sampler
+from .._stages.source import build_source, checked_sampler, timed_reads
 from ..monitor import MonitorSettings, Recorder, Stats
 from ..transform._base import split_batch_transforms
 from .iterator import LoaderIterator
@@ -132,15 +132,18 @@ class Pipeline:
 
     def _executor(self, epoch: int, recorder: Recorder) -> Any:
         spec, options = self.spec, self.spec.options
+        tasks = self.source.tasks(epoch)
+        if self.source.reads_stream_here:
+            tasks = timed_reads(tasks, recorder.read)
         if options.num_workers == 0:
             maker = BatchMaker(spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True)
-            return SerialExecutor(self.source.tasks(epoch), maker, recorder, owner=self)
+            return SerialExecutor(tasks, maker, recorder, owner=self)
         pool = self._persistent_pool()
         owns_pool = pool is None
         if owns_pool:
             pool = start_pool(spec, self.source)
         on_close = pool.shutdown if owns_pool else None  # a persistent pool outlives the epoch
-        return ParallelExecutor(pool, self.source.tasks(epoch), epoch, options, on_close, recorder, owner=self)
+        return ParallelExecutor(pool, tasks, epoch, options, on_close, recorder, owner=self)
 
     def _persistent_pool(self) -> Any:
         """The pool that outlives epochs (started on first use), or None when each epoch starts its own.

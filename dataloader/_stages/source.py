@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from time import perf_counter
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from .._validate import check_bool, check_len, check_not_a_class, check_positive_int
@@ -42,11 +43,13 @@ class Source:
     ``worker_batch_size`` is set when each worker reads its own stream (the
     pool hands it to the workers, and the tasks carry no payload);
     ``worker_restart`` when those streams carry on across epochs, so the
-    workers must too.
+    workers must too. ``reads_stream_here`` when making a task reads the
+    stream in this process (the monitor times it as the ``read`` stage).
     """
 
     worker_batch_size: int | None = None
     worker_restart: bool = False
+    reads_stream_here: bool = False
 
     def tasks(self, epoch: int) -> Iterator[BatchTask]:
         """The tasks of ``epoch``, numbered from 0; closing the iterator frees what it opened."""
@@ -114,6 +117,8 @@ class StreamSource(Source):
 
     With a ``timeout`` the stream is read in a helper thread (:func:`timed_stream`).
     """
+
+    reads_stream_here = True
 
     def __init__(self, dataset: Any, batch_size: int, timeout: float = 0) -> None:
         self.dataset = dataset
@@ -200,6 +205,7 @@ class FixedEpochs(Source):
         self.worker_batch_size = inner.worker_batch_size
         # Workers reading their own streams keep them open across epochs, restarting at the end.
         self.worker_restart = inner.worker_batch_size is not None
+        self.reads_stream_here = inner.reads_stream_here
         self._feed: Iterator[BatchTask] | None = None
 
     def tasks(self, epoch: int) -> Iterator[BatchTask]:
@@ -434,6 +440,23 @@ def restarting(open_: Callable[[], Iterable[T]], empty_message: str) -> Iterator
             yield item
         if not produced:
             raise DataLoaderError(empty_message)
+
+
+def timed_reads(tasks: Iterator[BatchTask], record: Callable[[float, float], None]) -> Iterator[BatchTask]:
+    """``tasks``, the time spent making each one (reading the stream here) given to
+    ``record(start, end)``; closing this closes ``tasks``."""
+    try:
+        while True:
+            start = perf_counter()
+            task = next(tasks, None)
+            if task is None:
+                return
+            record(start, perf_counter())
+            yield task
+    finally:
+        close = getattr(tasks, "close", None)
+        if close is not None:
+            close()
 
 
 def timed_stream(stream: Iterator[Any], timeout: float) -> BufferedIterator:

@@ -48,6 +48,8 @@ def test_whole_dataset_in_batches_with_preload_three_epochs(dataset, no_leaks_be
         stats = stream.stats()
         assert (stats.epoch, stats.batches, stats.rows) == (epoch, 7, ROWS)
         assert stats.wait_seconds > 0
+        read = loader.stats().stages["read"]  # the wait on the cluster, in the stage table
+        assert read.count == 7 and 0 < read.total
 
 
 def test_rows_with_a_transform_in_two_workers(dataset, no_leaks_beside_ray):
