@@ -65,6 +65,16 @@ class Collated:
         return self._rows()
 
 
+def read_samples(dataset: Any, indices: list[int]) -> list[Any] | Collated:
+    """The samples at ``indices``: one ``__getitems__`` call where the dataset has it (which may
+    return the batch already collated, a :class:`Collated`), else ``dataset[i]`` for each."""
+    getitems = getattr(dataset, "__getitems__", None)
+    if getitems is not None:
+        got = getitems(indices)
+        return got if isinstance(got, Collated) else list(got)
+    return [dataset[i] for i in indices]
+
+
 def batch_array(shape: tuple[Any, ...], dtype: Any) -> np.ndarray:
     """An uninitialised array for a batch a dataset collates itself (see :class:`Collated`).
 

@@ -112,9 +112,17 @@ def _shm() -> set[str]:
 
 
 class LeakCheck:
-    """Snapshot at start; :meth:`check` fails if anything new is still around."""
+    """Snapshot at start; :meth:`check` fails if anything new is still around.
 
-    def __init__(self) -> None:
+    Beside a service that keeps its own processes, threads and descriptors (a local Ray), pass
+    ``keep_processes`` (name prefixes of its processes), ``thread_prefix`` (only threads whose
+    names start with it are ours) and ``check_fds=False``.
+    """
+
+    def __init__(
+        self, keep_processes: tuple[str, ...] = (), thread_prefix: str = "", check_fds: bool = True
+    ) -> None:
+        self.keep_processes, self.thread_prefix, self.check_fds = keep_processes, thread_prefix, check_fds
         self.process = psutil.Process()
         self.children = {p.pid for p in self.process.children(recursive=True)}
         self.threads = {t.ident for t in threading.enumerate()}
@@ -131,12 +139,20 @@ class LeakCheck:
         for thread in threading.enumerate():
             if thread.ident not in self.threads:
                 thread.join(max(0.0, deadline - time.monotonic()))
-        threads = [t.name for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()]
+        threads = [t.name for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()
+                   and t.name.startswith(self.thread_prefix)]
         assert not threads, f"threads left behind: {threads}"
         new_shm = _shm() - self.shm
         assert not new_shm, f"/dev/shm entries left behind: {sorted(new_shm)}"
         fds = {fd: target for fd, target in _fds().items() if self.fds.get(fd) != target}
-        assert not fds, f"file descriptors left open: {fds}"
+        assert not (self.check_fds and fds), f"file descriptors left open: {fds}"
 
     def _new_children(self) -> list:
-        return [p for p in self.process.children(recursive=True) if p.pid not in self.children]
+        return [p for p in self.process.children(recursive=True)
+                if p.pid not in self.children and not self._kept(p)]
+
+    def _kept(self, process: psutil.Process) -> bool:
+        try:
+            return bool(self.keep_processes) and process.name().startswith(self.keep_processes)
+        except psutil.NoSuchProcess:
+            return True  # gone already

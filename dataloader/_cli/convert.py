@@ -182,7 +182,7 @@ def _npz(source: str) -> tuple[dict[str, np.ndarray], int, dict[str, str]]:
 
 
 def _size(path: str) -> int:
-    import pyarrow.fs as pafs
+    from ..columnar._files import filesystem_and_path  # pyarrow: imported only when converting
 
-    fs, inner = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+    fs, inner = filesystem_and_path(path, None, "shard")
     return fs.get_file_info(inner).size or 0

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from .._local import using_batch_rng
 from ..collator import Collator
-from ..dataset import Collated
+from ..dataset import Collated, read_samples
 from ..errors import ArgumentValueError
 from ..transform import PseudoTransform
 from .seeding import batch_seed, seed_all, seeded_then_restored
@@ -34,11 +34,7 @@ def fetch(dataset: Any, indices: list[int]) -> list[Any] | Collated:
     """Read the samples at ``indices``; datasets with ``__getitems__`` read in one call,
     which may return the whole batch already collated (:class:`~dataloader.Collated`)."""
     _check_not_negative(indices)
-    getitems = getattr(dataset, "__getitems__", None)
-    if getitems is not None:
-        got = getitems(indices)
-        return got if isinstance(got, Collated) else list(got)
-    return [dataset[i] for i in indices]
+    return read_samples(dataset, indices)
 
 
 def _check_not_negative(indices: list) -> None:

@@ -14,44 +14,39 @@ from dataloader import Dataset
 _TAGS = ("train", "valid", "test", "extra")
 
 
-class ScalarsDataset(Dataset):
-    """(int, float): Python scalars, as a token id and its weight."""
+class _Sized(Dataset):
+    """``size`` samples, each made from its index by ``__getitem__``."""
 
     def __init__(self, size: int = 2_000_000) -> None:
         self.size = size
-
-    def __getitem__(self, index: int) -> tuple:
-        return index % 1000, (index % 997) * 0.25
 
     def __len__(self) -> int:
         return self.size
 
 
-class RecordDataset(Dataset):
-    """A dict of an int, a float, a bool and a short string: one row of a table."""
+class ScalarsDataset(_Sized):
+    """(int, float): Python scalars, as a token id and its weight."""
 
-    def __init__(self, size: int = 2_000_000) -> None:
-        self.size = size
+    def __getitem__(self, index: int) -> tuple:
+        return index % 1000, (index % 997) * 0.25
+
+
+class RecordDataset(_Sized):
+    """A dict of an int, a float, a bool and a short string: one row of a table."""
 
     def __getitem__(self, index: int) -> dict:
         return {"id": index, "score": (index % 997) * 0.25, "flag": index % 3 == 0,
                 "tag": _TAGS[index % 4]}
 
-    def __len__(self) -> int:
-        return self.size
 
-
-class VectorDataset(Dataset):
+class VectorDataset(_Sized):
     """(float32[16], numpy int64 label): a small feature vector from a pool, a NumPy scalar."""
 
     def __init__(self, size: int = 2_000_000, pool: int = 4096) -> None:
+        super().__init__(size)
         self.pool = np.random.default_rng(7).standard_normal((pool, 16), dtype=np.float32)
         self.labels = np.arange(pool, dtype=np.int64) % 1000
-        self.size = size
 
     def __getitem__(self, index: int) -> tuple:
         row = index % len(self.pool)
         return self.pool[row], self.labels[row]
-
-    def __len__(self) -> int:
-        return self.size

@@ -28,7 +28,7 @@ def resolve_files(
     found: list[str] = []
     first: pafs.FileSystem | None = None
     for item in items:
-        fs, path = _filesystem_and_path(item, filesystem, what)
+        fs, path = filesystem_and_path(item, filesystem, what)
         if first is not None and type(fs) is not type(first):
             raise ArgumentValueError(
                 f"`{what}` mixes filesystems ({type(first).__name__} and {type(fs).__name__}); "
@@ -47,11 +47,17 @@ def _sequence(source: Any, what: str) -> Sequence:
     )
 
 
-def _filesystem_and_path(item: Any, filesystem: pafs.FileSystem | None, what: str) -> tuple[pafs.FileSystem, str]:
+def filesystem_and_path(item: Any, filesystem: pafs.FileSystem | None, what: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and the path on it that ``item`` (a path or a URI) names: on ``filesystem``
+    when one is given, else from the URI's scheme, else the local filesystem (an absolute path)."""
     if not isinstance(item, (str, os.PathLike)):
         raise ArgumentTypeError(f"`{what}` must hold paths or URIs; got {type(item).__name__}.")
     text = os.fspath(item)
     if filesystem is not None:
+        if not isinstance(filesystem, pafs.FileSystem):
+            raise ArgumentTypeError(
+                f"`filesystem` must be a pyarrow.fs.FileSystem or None; got {type(filesystem).__name__}."
+            )
         return filesystem, text
     if "://" in text:
         return pafs.FileSystem.from_uri(text)

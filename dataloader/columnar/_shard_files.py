@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import ArgumentTypeError, ArgumentValueError
-from ._files import PARQUET_SUFFIXES
+from ._files import PARQUET_SUFFIXES, filesystem_and_path
 
 _SHARD = re.compile(r"^part-\d{5}\.parquet$")
 _TEMP = re.compile(r"^\.part-\d{5}\.parquet\.tmp-[0-9a-f]+$")
@@ -37,17 +37,9 @@ def open_directory(directory: object, filesystem: pafs.FileSystem | None) -> tup
     """(filesystem, path on it, the URI when ``directory`` is one, else "")."""
     if not isinstance(directory, (str, os.PathLike)):
         raise ArgumentTypeError(f"`directory` must be a path or a URI; got {type(directory).__name__}.")
+    fs, path = filesystem_and_path(directory, filesystem, "directory")
     text = os.fspath(directory)
-    if filesystem is not None:
-        if not isinstance(filesystem, pafs.FileSystem):
-            raise ArgumentTypeError(
-                f"`filesystem` must be a pyarrow.fs.FileSystem or None; got {type(filesystem).__name__}."
-            )
-        return filesystem, text.rstrip("/") or "/", ""
-    if "://" in text:
-        fs, path = pafs.FileSystem.from_uri(text)
-        return fs, path.rstrip("/") or "/", text
-    return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text)), ""
+    return fs, path.rstrip("/") or "/", text if filesystem is None and "://" in text else ""
 
 
 def prepare_directory(fs: pafs.FileSystem, path: str, overwrite: bool) -> None:

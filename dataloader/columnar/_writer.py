@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .._validate import check_bool, check_choice, check_positive_int
-from ..dataset import ArrayDataset, Collated
+from ..dataset import ArrayDataset, Collated, read_samples
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._shard_files import ShardWriter, open_directory, prepare_directory, uri_of
 from ._to_arrow import Layout, batch_to_table, layout_of, rows_to_table, with_shapes
@@ -224,11 +224,7 @@ class _MapRows(_Rows):
 
     def _take(self, count: int) -> Collated | list | None:
         indices = list(range(self.start, min(self.start + count, self.total)))
-        if not indices:
-            return None
-        getitems = getattr(self.data, "__getitems__", None)
-        got = getitems(indices) if getitems is not None else [self.data[i] for i in indices]
-        return got if isinstance(got, Collated) else list(got)
+        return read_samples(self.data, indices) if indices else None
 
 
 class _IterRows(_Rows):

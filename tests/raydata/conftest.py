@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import gc
-import os
-import threading
-import time
 
-import psutil
 import pytest
+
+from tests.harness import LeakCheck
 
 # Ray's own long-lived processes: idle workers it keeps for reuse, and its private singletons
 # (``ray::_StatsActor`` and the like). Anything else it started must be gone after a loader.
@@ -28,50 +26,10 @@ def ray_local():
     ray.shutdown()
 
 
-class RayLeakCheck:
-    """What a test left behind of ours, Ray's own processes and threads set aside."""
-
-    def __init__(self) -> None:
-        self.process = psutil.Process()
-        self.pids = {p.pid for p in self.process.children(recursive=True)}
-        self.threads = {t.ident for t in threading.enumerate()}
-
-    def check(self, grace: float = 10.0) -> None:
-        deadline = time.monotonic() + grace
-        while True:
-            gc.collect()
-            problems = self._problems()
-            if not problems or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert not problems, problems
-
-    def _problems(self) -> list[str]:
-        problems = [f"process {pid} {name}" for pid, name in self._new_processes()]
-        problems += [
-            f"thread {t.name}" for t in threading.enumerate()
-            if t.ident not in self.threads and t.name.startswith("dataloader") and t.is_alive()
-        ]
-        problems += [f"/dev/shm/{n}" for n in os.listdir("/dev/shm") if n.startswith("dataloader")]
-        return problems
-
-    def _new_processes(self) -> list[tuple[int, str]]:
-        found = []
-        for p in self.process.children(recursive=True):
-            try:
-                if p.pid in self.pids or p.status() == psutil.STATUS_ZOMBIE:
-                    continue
-                name = p.name()
-            except psutil.NoSuchProcess:
-                continue
-            if not name.startswith(_RAY_KEEPS):
-                found.append((p.pid, name))
-        return found
-
-
 @pytest.fixture
 def no_leaks_beside_ray(ray_local):
     """Fail the test if a process, a thread of ours or our shared memory outlives it."""
-    check = RayLeakCheck()
+    check = LeakCheck(keep_processes=_RAY_KEEPS, thread_prefix="dataloader", check_fds=False)
     yield check
-    check.check()
+    gc.collect()
+    check.check(grace=10.0)
