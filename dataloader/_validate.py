@@ -155,10 +155,11 @@ def _sep(hint: str) -> str:
     return f" {hint}" if hint else ""
 
 
-def warn_argument(message: str) -> None:
-    """A ``UserWarning`` about an argument that is accepted but has no effect, shown at the
-    user's line: the first caller outside this package."""
+def warn_argument(message: str, category: type[Warning] = UserWarning) -> None:
+    """A warning (a ``UserWarning`` unless ``category`` says otherwise) about an argument that
+    is accepted but has no effect, or not all of it, shown at the user's line: the first
+    caller outside this package."""
     level, frame = 1, sys._getframe(0)
     while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "dataloader":
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, UserWarning, stacklevel=level)
+    warnings.warn(message, category, stacklevel=level)

@@ -64,3 +64,8 @@ class RayDataError(DataLoaderError, RuntimeError):
     A task of the dataset's pipeline raised, or the cluster went away; Ray's own exception
     is the ``__cause__``, and its message is in this one's text.
     """
+
+
+class ResumeWarning(UserWarning):
+    """A resume that is exact only under a condition the loader cannot check: a sampler
+    without ``state_dict()`` is iterated afresh and the batches handed out are skipped."""

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ._exec.pipeline import Pipeline
 from ._options import LoaderOptions
-from ._stages.source import sampler_from_shortcuts
-from ._validate import check_non_negative_int
+from ._stages.kinds import sampler_from_shortcuts
+from ._validate import check_bool, check_non_negative_int
 from .collator import as_collator
 from .errors import ArgumentValueError
 from .monitor import Stats
@@ -129,10 +129,39 @@ class DataLoader:
         Batch seeds derive from (seed, epoch, batch index): a resumed run that
         sets the epoch it stopped at gets the same augmentations it would have.
         """
-        self._pipeline.epoch = check_non_negative_int("epoch", epoch)
+        if not self._pipeline.set_epoch(check_non_negative_int("epoch", epoch)):
+            return  # a loaded state resumes this epoch, and restores the sampler's own state
         set_sampler_epoch = getattr(self.sampler, "set_epoch", None)
         if set_sampler_epoch is not None:
             set_sampler_epoch(epoch)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter(loader)`` runs (after ``load_state_dict``: the state's)."""
+        return self._pipeline.epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader stands, as a small dict of plain values (JSON, ``torch.save``).
+
+        Take it at any moment between batches: it records the batches handed out, not the
+        ones made ahead (in the reorder buffer, a buffer, the preload queue), which a resumed
+        run makes again. Taken after an epoch's last batch, it resumes at the next epoch's start.
+        See docs/checkpointing.md.
+        """
+        return self._pipeline.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any], *, skip_ahead: bool = False) -> None:
+        """Make the next ``iter(loader)`` yield exactly the batches the saving run would have
+        yielded after ``state`` was taken, then carry on with the following epochs as it would.
+
+        The worker count, worker type, start method, ``prefetch_factor``, ``in_order`` and
+        ``preload`` may differ from the saving loader's; the dataset, batch size, seed and the
+        other settings that decide which batch is which may not (the error names the field).
+        ``skip_ahead=True`` lets a stream without ``state_dict()``/``load_state_dict()`` (and a
+        ``parallel_stream``) resume by re-reading the epoch and discarding what was handed out.
+        Call it before ``iter(loader)``; with an epoch's iterator open it is an error.
+        """
+        self._pipeline.load_state_dict(state, check_bool("skip_ahead", skip_ahead))
 
     def stats(self) -> Stats:
         """Timings of the latest epoch (see :class:`~dataloader.monitor.Stats`)."""
@@ -152,7 +181,8 @@ class DataLoader:
 
         Workers, shared memory and running iterators belong to this process; a copy (in
         another process, say) builds its own pipeline when it is unpickled and starts its
-        workers when first iterated, at the epoch this loader would run next.
+        workers when first iterated, at the epoch this loader would run next (where a state
+        loaded and not yet run says, if there is one).
         """
         spec = self._pipeline.spec
         return {
@@ -162,6 +192,7 @@ class DataLoader:
             "collator": spec.collator,
             "options": self.options,
             "epoch": self._pipeline.epoch,
+            "resume": self._pipeline.pending_resume(),
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -171,6 +202,8 @@ class DataLoader:
             state["dataset"], state["sampler"], self._transform, state["collator"], self.options
         )
         self._pipeline.epoch = state["epoch"]
+        if state.get("resume") is not None:  # loaded and not yet run: the copy resumes there too
+            self._pipeline.load_state_dict(*state["resume"])
 
     def __len__(self) -> int:
         length = self._pipeline.length()

@@ -89,6 +89,7 @@ class MapSampler(Sampler):
         self.num_samples: int = size if num_samples is None else num_samples  # before sharding
         self.world_size, self.rank = resolve_world(world_size, rank)
         seed = check_optional_seed("seed", seed)
+        self._seed_drawn = seed is None  # a resumed run takes the saved seed in its place
         self.seed: int = _default_seed(self.world_size) if seed is None else seed
         self.samples_per_rank = -(-self.num_samples // self.world_size)
         self.epoch = 0
@@ -105,11 +106,41 @@ class MapSampler(Sampler):
         padded = np.resize(indices, per_rank * self.world_size)  # np.resize repeats cyclically
         return padded[self.rank :: self.world_size]
 
-    def batch(self) -> Iterator[list[int]]:
-        """Return an iterator over this epoch's batches and advance ``epoch`` by one."""
+    def batch(self, start: int = 0) -> Iterator[list[int]]:
+        """Return an iterator over this epoch's batches, from batch ``start`` on (the ones
+        before it are never made), and advance ``epoch`` by one."""
         indices = self.scatter(np.asarray(self.sample(), dtype=np.int64))
         self.epoch += 1
-        return _split(indices, self.batch_size, self.drop_last)
+        return _split(indices[start * self.batch_size :], self.batch_size, self.drop_last)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The next epoch and what fixes its order, as plain values (for a loader's state)."""
+        return {
+            "sampler": type(self).__name__,
+            "epoch": self.epoch,
+            "seed": self.seed,
+            "num_samples": self.num_samples,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "world_size": self.world_size,
+            "rank": self.rank,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s ``state``; anything else that differs is an error
+        naming it. A seed drawn at random (``seed=None``) gives way to the saved one."""
+        mine = self.state_dict()
+        for name in ("sampler", "world_size", "rank", "num_samples", "batch_size", "drop_last", "seed"):
+            if name == "seed" and getattr(self, "_seed_drawn", False):
+                continue
+            if state.get(name) != mine[name]:
+                raise ArgumentValueError(
+                    f"the state was saved by a sampler with {name}={state.get(name)!r}; this one has "
+                    f"{name}={mine[name]!r}. Resume with a sampler built as the one that saved it"
+                    + (" (the same WORLD_SIZE and RANK)." if name in ("world_size", "rank") else ".")
+                )
+        self.seed = int(state["seed"])
+        self.epoch = check_non_negative_int("epoch", state["epoch"])
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration produce epoch ``epoch`` (a function of seed and epoch only)."""
@@ -257,6 +288,22 @@ class Infinite(Sampler):
         state["_iter"] = None  # a live generator cannot be pickled; __next__ rebuilds it
         return state
 
+    def state_dict(self) -> dict[str, Any]:
+        """The pass in progress, the batches taken from it, and the wrapped sampler's state."""
+        return {
+            "pass_epoch": self._pass_epoch,
+            "consumed": self._consumed,
+            "sampler": sampler_state(self.sampler),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s ``state``: the next batch is the one after it."""
+        if state.get("sampler") is not None:
+            self.sampler.load_state_dict(state["sampler"])  # type: ignore[attr-defined]
+        self._pass_epoch = state["pass_epoch"]
+        self._consumed = check_non_negative_int("consumed", state["consumed"])
+        self._iter = None
+
     def _open(self, skip: int) -> Iterator[list[int]]:
         """Start a pass of the wrapped sampler; ``skip`` > 0 resumes the recorded pass."""
         if skip and self._pass_epoch is not None:
@@ -284,6 +331,22 @@ class StreamSampler(Sampler):
 
     def __len__(self) -> int:
         raise TypeError("StreamSampler has no length: a stream's length is unknown.")
+
+
+def batches_from(sampler: Any, start: int) -> Iterator[list[int]]:
+    """``iter(sampler)`` from batch ``start`` on: a :class:`MapSampler` never makes the batches
+    before it; another sampler's are made and dropped."""
+    kind = type(sampler)
+    if isinstance(sampler, MapSampler) and kind.__iter__ is MapSampler.__iter__ and kind.batch is MapSampler.batch:
+        return sampler.batch(start)
+    it = iter(sampler)
+    return itertools.islice(it, start, None) if start else it
+
+
+def sampler_state(sampler: Any) -> Any:
+    """``sampler.state_dict()``, or None for a sampler without one."""
+    state_dict = getattr(sampler, "state_dict", None)
+    return None if state_dict is None else state_dict()
 
 
 def _split(indices: np.ndarray, batch_size: int, drop_last: bool) -> Iterator[list[int]]:

@@ -103,7 +103,7 @@ def _fds() -> dict[str, str]:
     return table
 
 
-def _shm() -> set[str]:
+def our_shm_entries() -> set[str]:
     """Our entries in /dev/shm (the directory is machine-wide: other programs use it too)."""
     try:
         return {name for name in os.listdir("/dev/shm") if name.startswith("dataloader")}
@@ -127,7 +127,7 @@ class LeakCheck:
         self.children = {p.pid for p in self.process.children(recursive=True)}
         self.threads = {t.ident for t in threading.enumerate()}
         self.fds = _fds()
-        self.shm = _shm()
+        self.shm = our_shm_entries()
 
     def check(self, grace: float = 2.0) -> None:
         deadline = time.monotonic() + grace
@@ -142,7 +142,7 @@ class LeakCheck:
         threads = [t.name for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()
                    and t.name.startswith(self.thread_prefix)]
         assert not threads, f"threads left behind: {threads}"
-        new_shm = _shm() - self.shm
+        new_shm = our_shm_entries() - self.shm
         assert not new_shm, f"/dev/shm entries left behind: {sorted(new_shm)}"
         fds = {fd: target for fd, target in _fds().items() if self.fds.get(fd) != target}
         assert not (self.check_fds and fds), f"file descriptors left open: {fds}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .._stages.task import BatchTask
@@ -22,7 +23,8 @@ class Dispatcher:
     ``prefetch_factor * num_workers`` tasks in flight or made and not yet handed out: finished
     batches waiting for a slow earlier one count, so they cannot pile up without bound.
     When workers read their own stream shards, a worker whose stream has ended gets no more
-    tasks, and the epoch ends when every worker's has.
+    tasks, and the epoch ends when every worker's has; in a resumed epoch, each one's first task
+    says how many batches of its shard to drop first (``skips``).
     """
 
     def __init__(
@@ -32,6 +34,7 @@ class Dispatcher:
         prefetch_factor: int,
         releases: Releases,
         send: Callable[[Handle, Any], None],
+        skips: dict[int, int] | None = None,
     ) -> None:
         self._workers = pool.workers
         self._tasks = tasks
@@ -41,6 +44,7 @@ class Dispatcher:
         self._send = send
         self._rotation = itertools.cycle(range(len(pool.workers)))
         self._ended: set[int] = set()  # workers whose own stream has ended
+        self._skips = dict(skips or {})  # worker id -> batches of its shard to drop first
         self.exhausted = False  # no task left to send
         self.in_flight = 0  # sent this epoch, not yet answered
         self.ready = 0  # answered, not yet handed out
@@ -60,6 +64,8 @@ class Dispatcher:
             if task is None:
                 self.exhausted = True
                 break
+            if self._skips:
+                task = replace(task, skip=self._skips.pop(worker.id, 0))
             released = self._releases.take(worker.id)
             self._send(worker, RunTask(task, released))
             if released:

@@ -56,7 +56,7 @@ class Inbox:
             self._releases.collect()
             return
         start = time.perf_counter()
-        self._reorder.put(message.index, self._receiver.decode(worker.id, message.payload))
+        self._reorder.put(message.index, self._receiver.decode(worker.id, message.payload), worker.id)
         self._dispatcher.made()
         end = time.perf_counter()
         times = message.timings
@@ -67,7 +67,7 @@ class Inbox:
 
     def _batch_failed(self, worker: Handle, message: BatchFailed) -> None:
         if self._answers_this_epoch(worker, message):
-            self._reorder.put(message.index, Failure(message.error.rebuild()))
+            self._reorder.put(message.index, Failure(message.error.rebuild()), worker.id)
             self._dispatcher.made()
 
     def _stream_ended(self, worker: Handle, message: StreamEnded) -> None:

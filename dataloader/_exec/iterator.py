@@ -30,10 +30,17 @@ class LoaderIterator(Stage):
     """
 
     def __init__(
-        self, stages: Any, length: int | None, recorder: Recorder | None = None, buffer: Any = None, epoch: int = 0
+        self,
+        stages: Any,
+        length: int | None,
+        position: Any,
+        recorder: Recorder | None = None,
+        buffer: Any = None,
+        epoch: int = 0,
     ) -> None:
         super().__init__(stages)
         self._length = length
+        self.position = position  # counts what was handed out, for DataLoader.state_dict()
         self._buffer = buffer
         self.recorder = recorder or Recorder(0)
         self.epoch = epoch
@@ -63,6 +70,7 @@ class LoaderIterator(Stage):
         if self._leave(me):
             del batch  # the epoch was closed while it came: it is not handed out
             self._raise_cut_short(None)
+        self.position.handed_out()
         self.recorder.waited(start, perf_counter())
         return batch
 

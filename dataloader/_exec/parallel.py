@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 from .._failure import Failure
 from .._options import LoaderOptions
 from .._stages.occupancy import Occupancy, Stopped
+from .._stages.position import Resume
 from .._stages.stage import Stage
 from .._stages.task import BatchTask
 from .._workers.pool import WorkerPool
@@ -41,6 +42,8 @@ class ParallelExecutor(Stage):
     Its upstream is the epoch's ``tasks``, closed with it; ``on_close`` then
     releases the rest (stops a pool that lives only for this epoch). ``owner`` (the loader's
     pipeline, which owns persistent workers) is kept alive until the epoch is closed.
+    ``resume``: where a resumed epoch starts (its first task, the tasks it leaves out, and the
+    batches each worker reading its own stream shard drops first).
     """
 
     def __init__(
@@ -52,8 +55,10 @@ class ParallelExecutor(Stage):
         on_close: Callable[[], None] | None = None,
         recorder: Recorder | None = None,
         owner: Any = None,
+        resume: Resume | None = None,
     ) -> None:
         super().__init__(tasks)
+        self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's task and worker
         self._owner = owner
         self._occupancy = Occupancy()
         self._pool = pool
@@ -61,12 +66,14 @@ class ParallelExecutor(Stage):
         self._recorder.shared_memory = lambda: pool.receiver.mapped_bytes
         self._timeout = options.timeout
         self._on_close = on_close
-        self._reorder = ReorderBuffer(options.in_order)
+        self._reorder = ReorderBuffer(options.in_order, *((resume.low, resume.above) if resume else ()))
         # No part refers back to one that refers to it (the sender reads through a weak
         # reference), so the epoch and the batches it holds go as soon as it is dropped.
         sender = Sender(pool)
         self._releases = Releases(pool, sender.send)
-        self._dispatcher = Dispatcher(pool, tasks, options.prefetch_factor, self._releases, sender.send)
+        self._dispatcher = Dispatcher(
+            pool, tasks, options.prefetch_factor, self._releases, sender.send, resume.workers if resume else None
+        )
         inbox = Inbox(pool.receiver, epoch, self._reorder, self._dispatcher, self._releases, self._recorder)
         self._waiter = Waiter(pool, inbox, self._releases, OverflowGrants(pool.workers, sender.send))
         sender.reads_last_words_with(self._waiter.drain)
@@ -90,6 +97,7 @@ class ParallelExecutor(Stage):
                 raise Stopped()
             found, value = self._reorder.pop()
             if found:
+                self.last_made = ((self._reorder.last[0],), self._reorder.last[1])
                 self._dispatcher.handed_out()
                 self._releases.send_all()
                 if isinstance(value, Failure):

@@ -16,6 +16,7 @@ workers or a fixed-size feed run one at a time: a newer one ends the open one.
 
 from __future__ import annotations
 
+import copy
 import random
 import weakref
 from typing import Any
@@ -26,9 +27,14 @@ from .._options import LoaderOptions
 from .._stages.batch import BatchMaker
 from .._stages.buffering import Buffered
 from .._stages.consumer import Echo, MapBatches
-from .._stages.source import build_source, checked_sampler, timed_reads
+from .._stages.position import Position, Resume, Tally
+from .._stages.kinds import checked_sampler
+from .._stages.source import build_source, known_length
+from .._stages.streams import timed_reads
+from ..errors import ArgumentValueError
 from ..monitor import MonitorSettings, Recorder, Stats
 from ..transform._base import split_batch_transforms
+from .checkpoint import fresh_position, make_state, read_state
 from .iterator import LoaderIterator
 from .parallel import ParallelExecutor
 from .pool_start import start_pool
@@ -61,21 +67,76 @@ class Pipeline:
         self._pool: Any = None  # persistent workers, when they outlive an epoch
         self._last_iterator: Any = None
         self._last_recorder: Recorder | None = None  # outlives its iterator: stats() after the epoch
+        self._resume: Resume | None = None  # where the next epoch starts, from load_state_dict()
+        self._resume_state: dict | None = None  # the state it came from, for state_dict() until then
 
     def open_epoch(self) -> LoaderIterator:
         """The iterator of the next epoch (ending the open one, if they would share workers or a feed)."""
         epoch, self.epoch = self.epoch, self.epoch + 1
         self._end_open_epoch("superseded", epoch)
+        resume, self._resume, self._resume_state = self._resume, None, None
         options = self.spec.options
         settings = MonitorSettings.from_env()
         settings.make_visible()
         recorder = Recorder(options.num_workers, settings, options.worker_type)
-        executor = self._executor(epoch, recorder)
-        stages, buffer = self._consumer_stages(executor, recorder)
-        iterator = LoaderIterator(stages, self.length(), recorder, buffer, epoch)
+        position = Position(self.source, epoch, options.repeats, known_length(self.source), resume)
+        executor = self._executor(epoch, recorder, resume)
+        stages, buffer = self._consumer_stages(executor, recorder, position)
+        length = self.length() if resume is None else position.remaining()
+        iterator = LoaderIterator(stages, length, position, recorder, buffer, epoch)
         self._last_iterator = weakref.ref(iterator)
         self._last_recorder = recorder
         return iterator
+
+    def state_dict(self) -> dict:
+        """Where the loader stands: the open epoch's position, else the next epoch's start."""
+        if self._resume_state is not None:  # restored, and no batch since: the state as loaded
+            return copy.deepcopy(self._resume_state)
+        current = self.current_iterator()
+        if current is not None and not current.closed:
+            position = current.position.snapshot()
+        else:
+            position = fresh_position(self.epoch, self.source)
+        return make_state(position, self.spec, self.source)
+
+    def load_state_dict(self, state: dict, skip_ahead: bool = False) -> None:
+        """Make the next epoch start where ``state`` was taken (see ``DataLoader.load_state_dict``)."""
+        current = self.current_iterator()
+        if current is not None and not current.closed:
+            raise RuntimeError(
+                f"load_state_dict() was called while epoch {current.epoch}'s iterator is open; a "
+                "state replaces where the loader stands, which that epoch would contradict. Close "
+                "the iterator (or finish it) first, or load the state before the first iter(loader)."
+            )
+        resume = read_state(state, self.spec, self.source, skip_ahead)
+        if "dataset" in state:
+            self.spec.dataset.load_state_dict(state["dataset"])
+        pool, self._pool = self._pool, None
+        if pool is not None:  # persistent workers hold the old position and the old dataset
+            pool.shutdown()
+        self.source.close()  # a fixed-size feed, say: the state says where it resumes
+        self.epoch = int(state["epoch"])
+        self._resume, self._resume_state = resume, copy.deepcopy(state)
+
+    def pending_resume(self) -> tuple[dict, bool] | None:
+        """The state loaded and not yet run, with its ``skip_ahead``, or None."""
+        if self._resume is None or self._resume_state is None:
+            return None
+        return copy.deepcopy(self._resume_state), self._resume.skip_ahead
+
+    def set_epoch(self, epoch: int) -> bool:
+        """Make the next epoch ``epoch``; True if the sampler should be told too. A loaded state
+        resumes one epoch: setting another is an error, and setting that one changes nothing
+        but a sampler without state hooks (the state restores the others)."""
+        if self._resume is not None:
+            if epoch == self.epoch:
+                return not hasattr(self.spec.sampler, "load_state_dict")
+            raise ArgumentValueError(
+                f"set_epoch({epoch}) after load_state_dict(): the state resumes epoch {self.epoch}. "
+                f"Run epoch {self.epoch} next (loader.epoch says which), or load no state."
+            )
+        self.epoch = epoch
+        return True
 
     def length(self) -> int | None:
         """Batches handed out in one epoch (echoes included), or None for a stream."""
@@ -130,9 +191,9 @@ class Pipeline:
         if current is not None:
             current.end(reason, shared, newer)
 
-    def _executor(self, epoch: int, recorder: Recorder) -> Any:
+    def _executor(self, epoch: int, recorder: Recorder, resume: Resume | None) -> Any:
         spec, options = self.spec, self.spec.options
-        tasks = self.source.tasks(epoch)
+        tasks = self.source.tasks(epoch, resume)
         if self.source.reads_stream_here:
             tasks = timed_reads(tasks, recorder.read)
         if options.num_workers == 0:
@@ -143,7 +204,7 @@ class Pipeline:
         if owns_pool:
             pool = start_pool(spec, self.source)
         on_close = pool.shutdown if owns_pool else None  # a persistent pool outlives the epoch
-        return ParallelExecutor(pool, tasks, epoch, options, on_close, recorder, owner=self)
+        return ParallelExecutor(pool, tasks, epoch, options, on_close, recorder, owner=self, resume=resume)
 
     def _persistent_pool(self) -> Any:
         """The pool that outlives epochs (started on first use), or None when each epoch starts its own.
@@ -161,10 +222,14 @@ class Pipeline:
             self._pool = start_pool(self.spec, self.source)
         return self._pool
 
-    def _consumer_stages(self, upstream: Any, recorder: Recorder) -> tuple[Any, Buffered | None]:
+    def _consumer_stages(self, upstream: Any, recorder: Recorder, position: Position) -> tuple[Any, Buffered | None]:
         """Wrap ``upstream`` in the consumer-side stages; also return the buffer stage, if any."""
         spec, options, adapter = self.spec, self.spec.options, self.spec.adapter
         upstream = self.source.consumer_stages(upstream, spec.collator)
+        if options.buffer_size or options.preload or options.repeats > 1:
+            upstream = Tally(upstream, position)  # stages after it read ahead, or echo
+        else:
+            position.follow(upstream, options.in_order and self.source.worker_batch_size is None)
         buffer = None
         if options.buffer_size:
             upstream = buffer = Buffered(upstream, options.buffer_size, options.buffer_on_request)
@@ -177,5 +242,5 @@ class Pipeline:
         if options.repeats > 1:
             if options.num_workers == 0 and not (options.preload or options.buffer_size):
                 upstream = Buffered(upstream, 1, False)  # make the next batch while echoing this one
-            upstream = Echo(upstream, options.repeats)
+            upstream = Echo(upstream, options.repeats, position)
         return upstream, buffer

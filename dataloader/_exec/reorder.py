@@ -1,7 +1,8 @@
 """The reorder buffer: batches arrive in any order and leave in task order.
 
 With ``in_order=False`` it is a plain FIFO of arrivals. A task that made no
-batch (a worker's stream ended) is *skipped* so the order moves past it.
+batch (a worker's stream ended) is *skipped* so the order moves past it, as are the tasks a
+resumed epoch leaves out (handed out before its state was taken).
 """
 
 from __future__ import annotations
@@ -15,23 +16,26 @@ _SKIPPED = object()
 class ReorderBuffer:
     """Holds finished batches by task index until their turn."""
 
-    def __init__(self, in_order: bool = True) -> None:
+    def __init__(self, in_order: bool = True, start: int = 0, absent: frozenset[int] = frozenset()) -> None:
         self._in_order = in_order
         self._held: dict[int, Any] = {}
         self._arrivals: collections.deque = collections.deque()
-        self._next = 0
+        # A resumed epoch's tasks start at `start` and leave out `absent` (handed out before).
+        self._next = start
+        self._absent = set(absent)
+        self.last: tuple[int, int] = (-1, -1)  # (task index, worker id) of the latest batch popped
 
     def __len__(self) -> int:
         """Batches held (skipped slots do not count)."""
         if not self._in_order:
             return len(self._arrivals)
-        return sum(1 for value in self._held.values() if value is not _SKIPPED)
+        return sum(1 for held in self._held.values() if held is not _SKIPPED)
 
-    def put(self, index: int, value: Any) -> None:
+    def put(self, index: int, value: Any, worker: int = -1) -> None:
         if self._in_order:
-            self._held[index] = value
+            self._held[index] = (value, worker)
         else:
-            self._arrivals.append(value)
+            self._arrivals.append((index, value, worker))
 
     def skip(self, index: int) -> None:
         """Task ``index`` produced nothing."""
@@ -42,11 +46,18 @@ class ReorderBuffer:
         """``(True, value)`` for the next deliverable batch, else ``(False, None)``."""
         if not self._in_order:
             if self._arrivals:
-                return True, self._arrivals.popleft()
-            return False, None
-        while self._next in self._held:
-            value = self._held.pop(self._next)
-            self._next += 1
-            if value is not _SKIPPED:
+                index, value, worker = self._arrivals.popleft()
+                self.last = (index, worker)
                 return True, value
+            return False, None
+        while self._next in self._held or self._next in self._absent:
+            if self._next in self._absent:
+                self._absent.discard(self._next)
+                self._next += 1
+                continue
+            held = self._held.pop(self._next)
+            self._next += 1
+            if held is not _SKIPPED:
+                self.last = (self._next - 1, held[1])
+                return True, held[0]
         return False, None

@@ -30,6 +30,7 @@ class SerialExecutor(Stage):
         self._recorder = recorder
         self._owner = owner
         self._occupancy = Occupancy()
+        self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's task, no worker
 
     def __next__(self) -> Any:
         if not self._occupancy.enter():
@@ -37,6 +38,7 @@ class SerialExecutor(Stage):
         try:
             task = next(self.upstream)
             batch = self._maker(task)
+            self.last_made = ((task.index,), -1)
             if self._recorder is not None:
                 self._recorder.batch_made(-1, task.index, getattr(self._maker, "timings", None))
             return batch

@@ -36,16 +36,17 @@ class Echo(Stage):
     accelerator busy while the next batch is made in the background.
     """
 
-    def __init__(self, upstream: Any, repeats: int) -> None:
+    def __init__(self, upstream: Any, repeats: int, position: Any = None) -> None:
         super().__init__(upstream)
         self._repeats = repeats
+        self._position = position  # tells how often a batch half echoed before a resume is left
         self._batch: Any = None
         self._left = 0
 
     def __next__(self) -> Any:
         if self._left == 0:
             self._batch = next(self.upstream)
-            self._left = self._repeats
+            self._left = self._position.echoes_left() if self._position is not None else self._repeats
         self._left -= 1
         return self._batch
 
@@ -60,17 +61,20 @@ class Reassemble(Stage):
         super().__init__(upstream)
         self._collator = collator
         self._parts: dict[int, list] = {}
+        self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's tasks
 
     def __next__(self) -> Any:
         while True:
             item = next(self.upstream)
             if not isinstance(item, Chunk):
+                self.last_made = self.upstream.last_made
                 return item
             parts = self._parts.setdefault(item.batch, [])
             parts.append(item)
             if len(parts) == item.parts:
                 del self._parts[item.batch]
                 parts.sort(key=lambda chunk: chunk.index)
+                self.last_made = (tuple(chunk.index for chunk in parts), -1)
                 return self._collator.apply([sample for chunk in parts for sample in chunk.samples])
 
     def _release(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterator
 
-from .source import batches_of, open_stream, restarting
+from .streams import batches_of, open_stream, restarting
 
 
 class ShardReader:
@@ -33,7 +33,11 @@ class ShardReader:
     def _open(self, epoch: int) -> Iterator[list]:
         return batches_of(open_stream(self._dataset, epoch), self._size)
 
-    def read(self, epoch: int) -> list | None:
+    def read(self, epoch: int, skip: int = 0) -> list | None:
+        """The next batch of this worker's shard; ``skip`` batches are read and dropped first
+        (a resumed epoch: the ones this worker handed out before the state was taken)."""
         if not self._restart and epoch != self._epoch:
             self._epoch, self._batches = epoch, self._open(epoch)
+        for _ in range(skip):
+            next(self._batches, None)  # type: ignore[arg-type]
         return next(self._batches, None)  # type: ignore[arg-type]

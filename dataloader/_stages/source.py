@@ -1,9 +1,11 @@
-"""Sources: where an epoch's tasks come from. The only module that knows dataset kinds.
+"""Sources: where an epoch's tasks come from. With :mod:`.kinds` (which tells a dataset's
+kind and checks its sampler), the only module that knows dataset kinds.
 
 Every source offers the same small interface (:class:`Source`): the tasks of
 an epoch, their number, the consumer-side stage it needs, ``close()``, and
-state hooks. :func:`build_source` picks one from the dataset and the
-loader's options; executors receive tasks and never ask what is behind them.
+what a resume needs (a token per batch, see :mod:`.position`). :func:`build_source` picks one
+from the dataset and the loader's options; executors receive tasks and never ask what is
+behind them.
 
 ==========================  =================================================
 ``MapSource``               a map dataset: one task per index list of the sampler
@@ -22,19 +24,25 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from time import perf_counter
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Iterator
 
-from .._validate import check_bool, check_len, check_not_a_class, check_positive_int
+from .._validate import warn_argument
 from ..callable_source import CallableSource
-from ..dataset import StreamDataset
-from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
-from ..sampler import RandomSampler, SequentialSampler, StreamSampler
-from .buffering import BufferedIterator
+from ..errors import ArgumentTypeError, ArgumentValueError, ResumeWarning
+from ..sampler import batches_from, sampler_state
 from .consumer import Reassemble
+from .kinds import is_stream
+from .position import PositionLog, Resume
+from .streams import (
+    batches_between_marks,
+    batches_of,
+    check_stream_resume,
+    marked,
+    open_stream,
+    restarting,
+    timed_stream,
+)
 from .task import BatchTask
-
-T = TypeVar("T")
 
 
 class Source:
@@ -45,14 +53,20 @@ class Source:
     ``worker_restart`` when those streams carry on across epochs, so the
     workers must too. ``reads_stream_here`` when making a task reads the
     stream in this process (the monitor times it as the ``read`` stage).
+
+    Resuming (:mod:`~dataloader._stages.position`): ``tasks(epoch, resume)`` starts where a
+    saved state left off; :meth:`resume_point` is the token that restarts the epoch's tasks at
+    a batch, and :meth:`check_resume` refuses, before any work, a token this source cannot use.
     """
 
     worker_batch_size: int | None = None
     worker_restart: bool = False
     reads_stream_here: bool = False
+    notes_tokens = False  # True: it keeps a token per batch, pruned by forget_before()
 
-    def tasks(self, epoch: int) -> Iterator[BatchTask]:
-        """The tasks of ``epoch``, numbered from 0; closing the iterator frees what it opened."""
+    def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
+        """The tasks of ``epoch``, numbered from 0 (from ``resume.low`` when resuming, leaving
+        out the ones ``resume`` says were handed out); closing the iterator frees what it opened."""
         raise NotImplementedError
 
     def length(self) -> int | None:
@@ -66,96 +80,152 @@ class Source:
     def close(self) -> None:
         """Release what lives across epochs (an open stream); idempotent."""
 
-    def state_dict(self) -> dict:
-        """Where this source stands: its kind and its component's own state, if it has one."""
-        state: dict = {"source": type(self).__name__}
-        component_state = getattr(self._component(), "state_dict", None)
-        if component_state is not None:
-            state["component"] = component_state()
-        return state
+    def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
+        """Plain values that let ``tasks(epoch, resume)`` start at batch ``index`` (which the
+        epoch has made, or will make next). ``begun=False``: the epoch has not started yet."""
+        return {}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore what :meth:`state_dict` returned (from a source of the same kind)."""
-        if state.get("source") != type(self).__name__:
-            raise ArgumentValueError(
-                f"the state was saved from a {state.get('source')} source; this loader reads a "
-                f"{type(self).__name__}. Load it into a loader built over the same kind of dataset."
-            )
-        if "component" in state:
-            load = getattr(self._component(), "load_state_dict", None)
-            if load is None:
-                raise ArgumentValueError(
-                    f"the state holds a {type(self._component()).__name__}'s state, but this "
-                    "loader's one has no load_state_dict()."
-                )
-            load(state["component"])
+    def forget_before(self, epoch: int, index: int) -> None:
+        """Batches before ``index`` of ``epoch`` were handed out: tokens noted for them can go."""
 
-    def _component(self) -> Any:
-        """The user object whose position this source follows (a sampler, a stream)."""
-        return None
+    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+        """Raise a clear error, before any work, when ``token`` cannot restart this source."""
 
 
 class MapSource(Source):
-    """A map-style dataset: one task per index list the sampler yields, read lazily."""
+    """A map-style dataset: one task per index list the sampler yields, read lazily.
+
+    Resuming restores the sampler's state at the start of the epoch and skips the batches
+    handed out without making them (:func:`~dataloader.sampler.batches_from`).
+    """
 
     def __init__(self, sampler: Any) -> None:
         self.sampler = sampler
+        self._started: tuple[int, Any] | None = None  # (epoch, the sampler's state as it began)
 
-    def tasks(self, epoch: int) -> Iterator[BatchTask]:
-        for index, indices in enumerate(self.sampler):
-            yield BatchTask(epoch, index, indices=index_list(indices, index))
+    def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
+        start = 0
+        if resume is not None:
+            if "sampler" in resume.token:
+                self.sampler.load_state_dict(resume.token["sampler"])
+            start = resume.low
+        self._started = (epoch, sampler_state(self.sampler))
+        for index, indices in enumerate(batches_from(self.sampler, start), start):
+            if resume is None or index not in resume.above:
+                yield BatchTask(epoch, index, indices=index_list(indices, index))
 
     def length(self) -> int | None:
         return len(self.sampler)
 
-    def _component(self) -> Any:
-        return self.sampler
+    def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
+        started, length = self._started, known_length(self)
+        if begun and started is not None and started[0] == epoch and (length is None or index < length):
+            state = started[1]
+        else:  # the next epoch: the sampler as the last one left it
+            state = sampler_state(self.sampler)
+        return {} if state is None else {"sampler": state}
+
+    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+        if "sampler" in token and not hasattr(self.sampler, "load_state_dict"):
+            raise ArgumentValueError(
+                f"the state holds the sampler's own state, but this loader's "
+                f"{type(self.sampler).__name__} has no load_state_dict(). Resume with the sampler "
+                "that saved it."
+            )
+        if "sampler" in token:
+            self.sampler.load_state_dict(token["sampler"])  # now: a sampler that differs says so here
+        if "sampler" not in token:
+            warn_argument(
+                f"{type(self.sampler).__name__} has no state_dict()/load_state_dict(): resuming "
+                "iterates it afresh and skips the batches already handed out, which is exact only "
+                "if its order depends on nothing but the epoch. Give it both methods to make the "
+                "resume exact.",
+                ResumeWarning,
+            )
 
 
 class StreamSource(Source):
     """A stream read by the main process: a fresh ``iter(dataset)`` per epoch, cut into batches.
 
-    With a ``timeout`` the stream is read in a helper thread (:func:`timed_stream`).
+    With a ``timeout`` the stream is read in a helper thread (:func:`timed_stream`). A stream
+    with ``state_dict()`` is asked for its position at every batch boundary, in the thread that
+    reads it, so a state taken at any moment points at the first batch not handed out.
     """
 
     reads_stream_here = True
+    notes_tokens = True
 
     def __init__(self, dataset: Any, batch_size: int, timeout: float = 0) -> None:
         self.dataset = dataset
         self.batch_size = batch_size
         self.timeout = timeout
+        self._log = PositionLog()
 
-    def tasks(self, epoch: int) -> Iterator[BatchTask]:
-        stream: Any = open_stream(self.dataset, epoch)
-        timed = timed_stream(stream, self.timeout) if self.timeout > 0 else None
+    def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
+        state = resume.token.get("stream") if resume is not None else None
+        stream: Any = open_stream(self.dataset, epoch, state)
+        capture = getattr(self.dataset, "state_dict", None)
+        first = resume.low if resume is not None and state is not None else 0
+        items = marked(stream, self.batch_size, capture) if capture is not None else stream
+        timed = timed_stream(items, self.timeout) if self.timeout > 0 else None
+        if capture is not None:
+            batches = batches_between_marks(timed or items, lambda k, token: self._log.note((epoch, first + k), token))
+        else:
+            batches = batches_of(timed or items, self.batch_size)
+        batches = iter(batches)
+        index = first
         try:
-            for index, samples in enumerate(batches_of(timed or stream, self.batch_size)):
-                yield BatchTask(epoch, index, samples=samples)
+            for samples in batches:
+                index += 1
+                if resume is not None and resume.skips(index - 1):
+                    continue
+                task = BatchTask(epoch, index - 1, samples=samples)
+                # Batches handed out before the state, right after this one, are read past now:
+                # once this one is handed out, a state points after them, at a noted position.
+                while resume is not None and index in resume.above and next(batches, None) is not None:
+                    index += 1
+                yield task
         finally:
             if timed is not None:
                 timed.close()  # stops its reader thread
 
-    def _component(self) -> Any:
-        return self.dataset
+    def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
+        if not begun or index == 0:
+            return {}
+        token = self._log.get((epoch, index))
+        return {"stream": token} if token is not None else {"reread": index}
+
+    def forget_before(self, epoch: int, index: int) -> None:
+        self._log.forget_before((epoch, index))
+
+    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+        check_stream_resume(self.dataset, "stream" in token, "reread" in token, skip_ahead)
 
 
 class WorkerStreamSource(Source):
     """Each worker reads its own copy of the stream; task k asks a worker for its next batch.
 
     The tasks never end by themselves: the epoch ends when every worker has
-    reported the end of its shard.
+    reported the end of its shard. Resuming tells each worker how many batches of its shard
+    to read and discard (the executor adds them to the worker's first task).
     """
 
     def __init__(self, dataset: Any, batch_size: int) -> None:
         self.dataset = dataset
         self.worker_batch_size = batch_size
 
-    def tasks(self, epoch: int) -> Iterator[BatchTask]:
+    def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         for index in itertools.count():
             yield BatchTask(epoch, index)
 
-    def _component(self) -> Any:
-        return self.dataset
+    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+        if not skip_ahead:
+            raise ArgumentValueError(
+                "with parallel_stream=True each worker reads its own shard of the stream, so a "
+                "resume makes each one re-read and discard the batches it handed out. That is "
+                "exact only for a stream that reads the same samples each time an epoch is read; "
+                "say so with load_state_dict(state, skip_ahead=True)."
+            )
 
 
 class CallableTasks(Source):
@@ -164,31 +234,77 @@ class CallableTasks(Source):
     ``data_source(batch_size)`` returns ready samples (one task) or
     zero-argument jobs; jobs are split into chunks of ``chunk_size`` that the
     workers run and :class:`~dataloader._stages.consumer.Reassemble` collates
-    back in job order.
+    back in job order. A source with ``state_dict()`` (the ``CallableSource`` or its
+    ``data_source``) is asked for its state before each call.
     """
+
+    notes_tokens = True
 
     def __init__(self, source: CallableSource, batch_size: int) -> None:
         self.source = source
         self.batch_size = batch_size
+        self._log = PositionLog()
 
-    def tasks(self, epoch: int) -> Iterator[BatchTask]:
-        index = itertools.count()
-        for batch in itertools.count():
-            items = list(self.source.data_source(self.batch_size))
-            if not items or not all(callable(item) for item in items):
-                yield BatchTask(epoch, next(index), samples=items)
+    def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
+        capture = self._stateful("state_dict")
+        index, batch = 0, 0
+        if resume is not None and resume.token:
+            index, batch = resume.low, resume.token["batch"]
+            if "source" in resume.token:
+                self._stateful("load_state_dict")(resume.token["source"])
+            else:  # skip-ahead: the calls that made the batches handed out, made again and dropped
+                for _ in range(batch):
+                    self.source.data_source(self.batch_size)
+        self._log.note((epoch, index), {"batch": batch, **({"source": capture()} if capture else {})})
+        while True:
+            tasks = self._call(epoch, index, batch, capture)
+            index, batch = index + len(tasks), batch + 1
+            if resume is not None and resume.skips(tasks[0].index):
                 continue
+            # Batches handed out before the state, right after this one, are called past now:
+            # once this one is handed out, a state points after them, at a noted position.
+            while resume is not None and index in resume.above:
+                index, batch = index + len(self._call(epoch, index, batch, capture)), batch + 1
+            yield from tasks
+
+    def _call(self, epoch: int, index: int, batch: int, capture: Any) -> list[BatchTask]:
+        """Batch ``batch``'s tasks, numbered from ``index``; then, before anything runs, the
+        source's state for the next batch is noted (where a resume after this one starts)."""
+        items = list(self.source.data_source(self.batch_size))
+        if not items or not all(callable(item) for item in items):
+            tasks = [BatchTask(epoch, index, samples=items)]
+        else:
             size = self.source.chunk_size or len(items)
             starts = range(0, len(items), size)
-            for part, start in enumerate(starts):
-                jobs = items[start : start + size]
-                yield BatchTask(epoch, next(index), jobs=jobs, chunk=(batch, len(starts), part))
+            tasks = [
+                BatchTask(epoch, index + part, jobs=items[start : start + size], chunk=(batch, len(starts), part))
+                for part, start in enumerate(starts)
+            ]
+        after = index + len(tasks)
+        self._log.note((epoch, after), {"batch": batch + 1, **({"source": capture()} if capture else {})})
+        return tasks
 
     def consumer_stages(self, upstream: Any, collator: Any) -> Any:
         return Reassemble(upstream, collator)
 
-    def _component(self) -> Any:
-        return self.source
+    def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
+        if not begun:
+            capture = self._stateful("state_dict")
+            return {"batch": 0, **({"source": capture()} if capture else {})}
+        return self._log.get((epoch, index)) or {}
+
+    def forget_before(self, epoch: int, index: int) -> None:
+        self._log.forget_before((epoch, index))
+
+    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+        owner = self.source if hasattr(self.source, "state_dict") else self.source.data_source
+        holds = "source" in token
+        check_stream_resume(owner, holds, not holds and token.get("batch", 0) > 0, skip_ahead)
+
+    def _stateful(self, name: str) -> Any:
+        """The source's own ``name`` method, else its ``data_source``'s, else None."""
+        found = getattr(self.source, name, None)
+        return found if found is not None else getattr(self.source.data_source, name, None)
 
 
 class FixedEpochs(Source):
@@ -197,7 +313,11 @@ class FixedEpochs(Source):
     The inner source's tasks form one feed that outlives each epoch; when it
     ends in the middle of an epoch it is opened again (:func:`restarting`) and
     the epoch is completed from the fresh one. A batch split into chunks counts once.
+    Before each task it notes where the feed stands after it (the inner epoch, or pass, the
+    inner index and the inner source's token), so a state can restart the feed there.
     """
+
+    notes_tokens = True
 
     def __init__(self, inner: Source, epoch_size: int) -> None:
         self.inner = inner
@@ -207,24 +327,75 @@ class FixedEpochs(Source):
         self.worker_restart = inner.worker_batch_size is not None
         self.reads_stream_here = inner.reads_stream_here
         self._feed: Iterator[BatchTask] | None = None
+        self._log = PositionLog()
+        self._after_last: dict | None = None  # where the feed stands after its latest task
+        self._inner_length: int | None = -1  # -1: not asked yet (a sampler's len() may raise)
 
-    def tasks(self, epoch: int) -> Iterator[BatchTask]:
-        if self._feed is None:
-            passes = itertools.count(epoch)  # each fresh pass is a new epoch of the inner source
-            self._feed = restarting(
-                lambda: self.inner.tasks(next(passes)),
-                "the dataset or sampler produced no batch; fixed-size epochs (epoch_size) need "
-                "a source that is not empty.",
-            )
+    def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         done = index = 0
-        while done < self.epoch_size:
-            task = next(self._feed, None)
+        if resume is not None and resume.token:
+            start = resume.token
+            self.close_feed()
+            self._feed = self._open_feed(start["pass"], start["index"], start["inner"], resume.skip_ahead)
+            done, index = resume.count, resume.low
+        else:
+            start = self.resume_point(epoch, 0, begun=False)
+            if self._feed is None:
+                self._feed = self._open_feed(epoch, 0, None, False)
+        self._log.note((epoch, index), start)
+        # Batches handed out above `low` are counted in resume.count, yet their tasks must still
+        # be read past: the epoch ends after the last of them, not at the count.
+        last_skipped = max(resume.above, default=-1) if resume is not None else -1
+        while done < self.epoch_size or index <= last_skipped:
+            task = self._pull(epoch, index)
             if task is None:  # the feed raised last epoch (the error went to the user): start afresh
                 self._feed = None
                 return
-            yield replace(task, epoch=epoch, index=index)
             index += 1
+            if resume is not None and resume.skips(index - 1):
+                continue  # handed out before the state was taken, and counted in resume.count
+            out = replace(task, epoch=epoch, index=index - 1)
+            # Tasks handed out before the state, right after this one, are read past now: once
+            # this one is handed out, a state points after them, at a noted position.
+            while resume is not None and index in resume.above and self._pull(epoch, index) is not None:
+                index += 1
+            yield out
             done += task.chunk is None or task.chunk[2] == task.chunk[1] - 1
+
+    def _pull(self, epoch: int, index: int) -> BatchTask | None:
+        """The feed's next task (``index`` of ``epoch``), noting where the feed stands after it."""
+        task = next(self._feed, None)  # type: ignore[arg-type]
+        if task is not None:
+            self._after_last = self._inner_point(task)
+            self._log.note((epoch, index + 1), self._after_last)
+        return task
+
+    def _open_feed(self, pass_: int, index: int, inner_token: dict | None, skip_ahead: bool) -> Iterator[BatchTask]:
+        """The inner tasks from batch ``index`` of pass ``pass_`` on, passes after it in full."""
+        passes = itertools.count(pass_ + 1)  # each fresh pass is a new epoch of the inner source
+        after = restarting(
+            lambda: self.inner.tasks(next(passes)),
+            "the dataset or sampler produced no batch; fixed-size epochs (epoch_size) need "
+            "a source that is not empty.",
+        )
+        if inner_token is None and index == 0:
+            first = self.inner.tasks(pass_)  # not resumed
+        else:  # a resumed pass may have nothing left
+            first = self.inner.tasks(pass_, Resume(low=index, token=inner_token or {}, skip_ahead=skip_ahead))
+        yield from first  # a generator, not a chain: closing it closes the pass it is in
+        yield from after
+
+    def _inner_point(self, task: BatchTask) -> dict:
+        """Where the feed stands after ``task``: the next inner batch, or the next pass's start."""
+        pass_, index = task.epoch, task.index + 1
+        if self._inner_length == -1:
+            self._inner_length = known_length(self.inner)
+        inner_length = self._inner_length
+        if inner_length is not None and index >= inner_length and task.chunk is None:
+            return {"pass": pass_ + 1, "index": 0, "inner": self.inner.resume_point(pass_, index)}
+        point = {"pass": pass_, "index": index, "inner": self.inner.resume_point(pass_, index)}
+        self.inner.forget_before(pass_, index)
+        return point
 
     def length(self) -> int | None:
         return self.epoch_size
@@ -232,14 +403,43 @@ class FixedEpochs(Source):
     def consumer_stages(self, upstream: Any, collator: Any) -> Any:
         return self.inner.consumer_stages(upstream, collator)
 
-    def close(self) -> None:
+    def close_feed(self) -> None:
         feed, self._feed = self._feed, None
         if feed is not None:
             feed.close()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.close_feed()
         self.inner.close()
 
-    def _component(self) -> Any:
-        return self.inner._component()
+    def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
+        if begun:
+            return self._log.get((epoch, index)) or {}
+        if self._after_last is not None and self._feed is not None:
+            return self._after_last
+        return {"pass": epoch, "index": 0, "inner": self.inner.resume_point(epoch, 0, begun=False)}
+
+    def forget_before(self, epoch: int, index: int) -> None:
+        self._log.forget_before((epoch, index))
+
+    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+        if self.worker_restart:
+            raise ArgumentValueError(
+                "epoch_size with parallel_stream=True cannot resume: each worker's stream carries "
+                "on across epochs, and where each stood is not recorded. Drop parallel_stream "
+                "(the workers still run the transforms) or epoch_size."
+            )
+        if token:
+            self.inner.check_resume(token["inner"], skip_ahead)
+
+
+def known_length(source: Source) -> int | None:
+    """``source.length()``, or None where it is unknown or raises (a sampler's ``len()`` that
+    raises is left alone until a length is needed, and a position never needs one)."""
+    try:
+        return source.length()
+    except Exception:
+        return None
 
 
 def build_source(dataset: Any, sampler: Any, options: Any) -> Source:
@@ -292,25 +492,6 @@ def index_list(indices: Any, index: int) -> list:
         ) from None
 
 
-def open_stream(dataset: Any, epoch: int) -> Iterator[Any]:
-    """``iter(dataset)`` for ``epoch``: a stream with ``set_epoch`` is told the epoch first,
-    so its own shuffles follow the loader's epochs in the main process and in every worker."""
-    set_epoch = getattr(dataset, "set_epoch", None)
-    if set_epoch is not None:
-        set_epoch(epoch)
-    make = getattr(type(dataset), "__iter__", None)
-    if make is None:
-        return iter(dataset)
-    stream = make(dataset)
-    if not hasattr(type(stream), "__next__"):  # what iter() would refuse, with a bare TypeError
-        raise ArgumentTypeError(
-            f"{type(dataset).__name__}.__iter__ must return an iterator; got "
-            f"{type(stream).__name__}. Return iter(...) of it, or make __iter__ a generator "
-            "(yield the samples)."
-        )
-    return stream
-
-
 def stream_batch_size(dataset: Any, sampler: Any) -> int:
     """Samples per task: the sampler's batch size, or 1 for a stream that yields whole batches
     (``yields_batches = True``: each item is a :class:`~dataloader.Collated`)."""
@@ -324,158 +505,3 @@ def stream_batch_size(dataset: Any, sampler: Any) -> int:
             "batch size on the dataset."
         )
     return 1
-
-
-def is_stream(dataset: Any) -> bool:
-    """True for a stream, False for a map dataset, else a clear error.
-
-    A :class:`~dataloader.StreamDataset` is a stream; so is any other object with ``__iter__``
-    but not both ``__getitem__`` and ``__len__`` (a ``torch.utils.data.IterableDataset``,
-    say), as PyTorch takes it.
-    """
-    check_not_a_class("dataset", dataset, "dataset")
-    if isinstance(dataset, StreamDataset):
-        return True
-    if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
-        return False
-    if hasattr(dataset, "__iter__"):
-        return True
-    raise ArgumentTypeError(
-        f"`dataset` must be a Dataset (with __getitem__ and __len__) or a StreamDataset (with "
-        f"__iter__); got {type(dataset).__name__}, which has neither. Subclass dataloader.Dataset "
-        "for random access, or dataloader.StreamDataset for an iterable."
-    )
-
-
-def sampler_from_shortcuts(
-    dataset: Any, sampler: Any, batch_size: Any, shuffle: Any, drop_last: Any, seed: int | None
-) -> Any:
-    """The sampler PyTorch's ``batch_size``/``shuffle``/``drop_last`` describe (None leaves an
-    option at PyTorch's default); a clear error when ``sampler`` is given as well."""
-    shortcuts = (("batch_size", batch_size), ("shuffle", shuffle), ("drop_last", drop_last))
-    given = [f"{name}={value!r}" for name, value in shortcuts if value is not None]
-    if sampler is not None:
-        raise ArgumentValueError(
-            f"`sampler` and {', '.join(given)} were both given; the sampler decides the batches. "
-            "Drop the shortcut(s), or drop `sampler` and let them build one, e.g. "
-            "RandomSampler(dataset, batch_size=32, drop_last=True)."
-        )
-    size = 1 if batch_size is None else check_positive_int("batch_size", batch_size)
-    shuffled = False if shuffle is None else check_bool("shuffle", shuffle)
-    dropped = False if drop_last is None else check_bool("drop_last", drop_last)
-    if not is_stream(dataset):
-        if shuffled:
-            return RandomSampler(dataset, batch_size=size, drop_last=dropped, seed=seed)
-        return SequentialSampler(dataset, batch_size=size, drop_last=dropped)
-    if shuffled or dropped:
-        raise ArgumentValueError(
-            f"{', '.join(given)}: a stream has no order to shuffle and no known end to drop a "
-            "short batch at. Shuffle inside the stream (ParquetStream and ArrowStream take shuffle= "
-            "and shuffle_buffer=), skip a short last batch in your loop, and pass batch_size only."
-        )
-    return StreamSampler(batch_size=size)
-
-
-def checked_sampler(dataset: Any, sampler: Any) -> Any:
-    """``sampler``, or the default one, after checking that it suits the dataset's kind."""
-    stream = is_stream(dataset)
-    if sampler is None:
-        return StreamSampler(batch_size=1) if stream else SequentialSampler(dataset)
-    stream_sampler = isinstance(sampler, StreamSampler) or isinstance(
-        getattr(sampler, "sampler", None), StreamSampler
-    )
-    if stream and not stream_sampler:
-        raise ArgumentTypeError(
-            f"a StreamDataset needs a StreamSampler; got {type(sampler).__name__}. "
-            "Use sampler=StreamSampler(batch_size=...)."
-        )
-    if not stream and stream_sampler:
-        raise ArgumentTypeError(
-            "a map-style Dataset needs a map sampler; got StreamSampler. Use "
-            "SequentialSampler(dataset, batch_size=...) or RandomSampler(dataset, batch_size=...)."
-        )
-    check_not_a_class("sampler", sampler, "sampler")
-    if not hasattr(sampler, "__iter__"):
-        raise ArgumentTypeError(
-            f"`sampler` must be iterable (yielding lists of indices); got {type(sampler).__name__}."
-        )
-    if not stream:  # len() would refuse a negative length only when called, at iter(loader)
-        _check_length("dataset", dataset)
-        _check_length("sampler", sampler)
-    return sampler
-
-
-def _check_length(name: str, value: Any) -> None:
-    """:func:`check_len`, leaving alone a ``__len__`` that raises: the loader may never need
-    that length (it never measures the dataset of a sampler you gave, nor, with
-    ``epoch_size``, the sampler)."""
-    try:
-        check_len(name, value)
-    except DataLoaderError:
-        raise
-    except Exception:
-        pass
-
-
-def batches_of(stream: Iterator[T], size: int) -> Iterator[list[T]]:
-    """Cut ``stream`` into lists of ``size``; the last may be shorter, and nothing is read after it."""
-    while True:
-        batch = list(itertools.islice(stream, size))
-        if batch:
-            yield batch
-        if len(batch) < size:
-            return
-
-
-def restarting(open_: Callable[[], Iterable[T]], empty_message: str) -> Iterator[T]:
-    """Everything ``open_()`` yields, opened again each time it ends, forever.
-
-    A fresh pass that yields nothing would loop forever: it raises
-    :class:`~dataloader.errors.DataLoaderError` with ``empty_message`` instead.
-    """
-    while True:
-        produced = False
-        for item in open_():
-            produced = True
-            yield item
-        if not produced:
-            raise DataLoaderError(empty_message)
-
-
-def timed_reads(tasks: Iterator[BatchTask], record: Callable[[float, float], None]) -> Iterator[BatchTask]:
-    """``tasks``, the time spent making each one (reading the stream here) given to
-    ``record(start, end)``; closing this closes ``tasks``."""
-    try:
-        while True:
-            start = perf_counter()
-            task = next(tasks, None)
-            if task is None:
-                return
-            record(start, perf_counter())
-            yield task
-    finally:
-        close = getattr(tasks, "close", None)
-        if close is not None:
-            close()
-
-
-def timed_stream(stream: Iterator[Any], timeout: float) -> BufferedIterator:
-    """Iterate ``stream`` in a helper thread so ``next()`` can give up after ``timeout`` s.
-
-    The main thread is never interrupted: it waits with a bound and raises
-    :class:`~dataloader.LoaderTimeoutError` when nothing came. ``close()``
-    stops the thread at its next sample (a stream blocked forever inside
-    ``next()`` keeps a daemon thread until the process exits: Python cannot
-    interrupt it).
-    """
-    return BufferedIterator(
-        stream,
-        buffer_size=64,
-        timeout=timeout,
-        name="dataloader-stream-reader",
-        timeout_message=(
-            f"DataLoader timeout: the stream produced no sample within {timeout:g} s. "
-            "The dataset's __iter__ is blocked or very slow; raise `timeout` or check the "
-            "stream's source."
-        ),
-    )

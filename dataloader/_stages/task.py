@@ -27,6 +27,8 @@ class BatchTask:
     samples: list[Any] | None = None
     jobs: list[Callable[[], Any]] | None = None
     chunk: tuple[int, int, int] | None = None
+    # A worker reading its own stream shard drops this many batches first (a resumed epoch).
+    skip: int = 0
 
 
 @dataclass(frozen=True)

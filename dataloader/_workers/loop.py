@@ -257,7 +257,7 @@ class WorkerLoop:
             return self.maker(task)
         self.maker.mark_stage("fetch")
         start = time.perf_counter()
-        samples = self.shard.read(task.epoch)
+        samples = self.shard.read(task.epoch, task.skip)
         if samples is None:
             return _ENDED
         return self.maker.make_read(task, samples, start)  # reading the stream is the fetch

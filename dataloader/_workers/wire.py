@@ -57,7 +57,7 @@ def _compact(message: Any) -> Any:
     kind = type(message)
     if kind is RunTask:
         task = message.task
-        if task.samples is None and task.jobs is None and task.chunk is None:
+        if task.samples is None and task.jobs is None and task.chunk is None and not task.skip:
             return (_TASK, task.epoch, task.index, task.indices, message.released)
     elif kind is BatchDone:
         payload, timings = message.payload, message.timings

@@ -40,6 +40,16 @@ def shuffled_windows(
         yield _permuted(held, rng_for(window))
 
 
+def drop_rows(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:
+    """``tables`` without their first ``rows`` rows (slices, no copies)."""
+    for table in tables:
+        if rows >= table.num_rows:
+            rows -= table.num_rows
+            continue
+        yield table.slice(rows) if rows else table
+        rows = 0
+
+
 def _permuted(tables: list[pa.Table], rng: np.random.Generator) -> pa.Table:
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     return table.take(pa.array(rng.permutation(table.num_rows)))

@@ -18,7 +18,7 @@ from ..dataset import Collated, StreamDataset
 from ..errors import ArgumentValueError
 from ..sampler import resolve_world
 from ..worker import get_worker_info
-from ._batching import batch_rows, cut_batches, rows_of, shuffled_windows
+from ._batching import batch_rows, cut_batches, drop_rows, rows_of, shuffled_windows
 from ._convert import STRINGS, table_to_batch
 from ._files import ARROW_SUFFIXES, PARQUET_SUFFIXES, resolve_files
 from ._readers import ArrowUnits, ParquetUnits, Units
@@ -84,6 +84,7 @@ class ColumnarStream(StreamDataset):
         self._epoch: int | None = None  # set by set_epoch; None: count iter() calls
         self._iterations = 0
         self._progress: _Progress | None = None
+        self._resume: tuple[int, int] | None = None  # (epoch, rows): where the next iter() starts
 
     def _check_equal(self, kind: str) -> None:
         if not self.equal:
@@ -126,30 +127,57 @@ class ColumnarStream(StreamDataset):
         progress = self._progress or self._start(self._epoch or 0)[0]
         return progress.snapshot()
 
+    def state_dict(self) -> dict[str, int]:
+        """Where the iterator ``iter()`` returned last stands: its epoch and the rows this
+        process's shard has delivered (a loader's :meth:`~dataloader.DataLoader.state_dict`
+        asks at every batch boundary)."""
+        if self._resume is not None:  # loaded, not read yet
+            return {"epoch": self._resume[0], "rows": self._resume[1]}
+        progress = self._progress
+        if progress is None:
+            return {"epoch": self._epoch if self._epoch is not None else self._iterations, "rows": 0}
+        return {"epoch": progress.epoch, "rows": progress.rows}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Make the next ``iter()`` of epoch ``state["epoch"]`` start after ``state["rows"]`` rows
+        of this shard. Without a filter or a shuffle buffer it starts reading there; otherwise it
+        reads the shard from its start and drops those rows."""
+        self._resume = (check_non_negative_int("epoch", state["epoch"]), check_non_negative_int("rows", state["rows"]))
+
     def __iter__(self) -> Iterator[Any]:
         epoch = self._epoch
         if epoch is None:
             epoch, self._iterations = self._iterations, self._iterations + 1
-        progress, pieces, worker = self._start(epoch)
+        resume, self._resume = self._resume, None
+        done = resume[1] if resume is not None and resume[0] == epoch else 0
+        progress, pieces, worker = self._start(epoch, done if self._seekable() else 0)
+        progress.rows = done
         self._progress = progress
-        return self._read(progress, pieces, worker)
+        return self._read(progress, pieces, worker, 0 if self._seekable() else done)
 
-    def _start(self, epoch: int) -> tuple[_Progress, list[Piece], int]:
-        """This shard's plan for ``epoch``: its progress record, its pieces, its worker id."""
+    def _seekable(self) -> bool:
+        """Whether row ``n`` of a shard is row ``n`` of its pieces (no filter, no shuffle buffer)."""
+        return self._units.filter is None and self.shuffle_buffer <= 1
+
+    def _start(self, epoch: int, skip: int = 0) -> tuple[_Progress, list[Piece], int]:
+        """This shard's plan for ``epoch``: its progress record, its pieces (from row ``skip`` of
+        the shard on), its worker id."""
         plan = self._planner.plan(epoch)
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         lo, hi = shard_range(plan, self.batch_size or 1, self.rank, worker, workers)
         progress = _Progress(epoch, hi - lo, plan.surplus_rows, self._planner.layout.carry, plan.carried_in)
-        return progress, plan.pieces(lo, hi), worker
+        return progress, plan.pieces(min(lo + skip, hi), hi), worker
 
-    def _read(self, progress: _Progress, pieces: list[Piece], worker: int) -> Iterator[Any]:
+    def _read(self, progress: _Progress, pieces: list[Piece], worker: int, drop: int = 0) -> Iterator[Any]:
         reader = self._units.reader()
         try:
             tables = reader.tables(pieces)
             if self.shuffle_buffer > 1:
                 window_rng = functools.partial(_window_rng, self.seed, progress.epoch, self.rank, worker)
                 tables = shuffled_windows(tables, self.shuffle_buffer, window_rng)
+            if drop:
+                tables = drop_rows(tables, drop)
             chunks = (table_to_batch(table, self.strings, self.fill_null) for table in tables)
             if self.batch_size is None:
                 for row in rows_of(chunks):
@@ -165,6 +193,7 @@ class ColumnarStream(StreamDataset):
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_progress"] = None  # this process's count; a copy starts its own
+        state["_resume"] = None  # where the loader resumes this process's reading, not a copy's
         return state
 
 

@@ -76,6 +76,14 @@ class RayStream(StreamDataset):
 
     reads_in_main_process = True  # Ray's iterators are not copied into worker processes
 
+    # A loader refuses to resume this stream in the middle of an epoch, even by re-reading it.
+    resume_refused = (
+        "RayStream cannot resume in the middle of an epoch: Ray Data's iterators have no position "
+        "to restore, and re-reading the epoch does not give the same rows in the same order. Take "
+        "the loader's state after an epoch ends (after the loop over it); that state resumes at "
+        "the next epoch's start."
+    )
+
     def __init__(
         self, source: Any, *, batch_size: int | None = None, read_batch_size: int = 256,
         prefetch_batches: int = 1, drop_last: bool = False, local_shuffle_buffer_size: int | None = None,
@@ -104,13 +112,6 @@ class RayStream(StreamDataset):
     def stats(self) -> RayStreamStats:
         """The current (or last) epoch: batches and rows received, seconds spent waiting on Ray."""
         return self._progress.snapshot()
-
-    def state_dict(self) -> dict:
-        """Refused: Ray Data's iterators have no position to save or restore."""
-        raise DataLoaderError(
-            "RayStream cannot save its position: Ray Data's iterators cannot resume in the middle "
-            "of an epoch. Checkpoint at epoch boundaries and start the next epoch afresh."
-        )
 
     def __iter__(self) -> Iterator[Any]:
         if self._source is None or get_worker_info() is not None:

@@ -9,6 +9,7 @@ import pytest
 from dataloader import ArrayDataset, DataLoader, SequentialSampler
 from dataloader._device.preload import Preload
 from dataloader._exec.serial import SerialExecutor
+from dataloader._stages.task import BatchTask
 from dataloader.transform import BatchTransform, Compose, Transform
 from dataloader.errors import ArgumentValueError
 
@@ -31,8 +32,12 @@ class SlowCopy:
         return batch
 
 
+def _tasks(count):
+    return iter([BatchTask(0, index) for index in range(count)])
+
+
 def run(adapter, preload, steps=8, step=0.05):
-    upstream = SerialExecutor(iter(range(steps)), lambda i: i)
+    upstream = SerialExecutor(_tasks(steps), lambda task: task.index)
     stage = Preload(upstream, adapter, depth=1) if preload else None
     start = time.perf_counter()
     got = []
@@ -72,7 +77,7 @@ def test_preload_error_reaches_the_consumer_and_close_joins_the_thread():
         def ready(self, batch):
             return batch
 
-    stage = Preload(SerialExecutor(iter(range(3)), lambda i: i), Broken(), depth=1)
+    stage = Preload(SerialExecutor(_tasks(3), lambda task: task.index), Broken(), depth=1)
     with pytest.raises(MemoryError, match="device full"):
         next(stage)
     stage.close()

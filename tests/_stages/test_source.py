@@ -18,18 +18,16 @@ from dataloader import (
 from dataloader._options import LoaderOptions
 from dataloader._stages.consumer import Reassemble
 from dataloader._stages.shard import ShardReader
+from dataloader._stages.streams import batches_of, restarting, timed_stream
 from dataloader._stages.source import (
     CallableTasks,
     FixedEpochs,
     MapSource,
     StreamSource,
     WorkerStreamSource,
-    batches_of,
     build_source,
-    checked_sampler,
-    restarting,
-    timed_stream,
 )
+from dataloader._stages.kinds import checked_sampler
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError, LoaderTimeoutError
 
 
@@ -213,33 +211,6 @@ def test_restarting_reopens_until_a_fresh_pass_is_empty():
     assert list(itertools.islice(got, 3)) == [1, 2, 3]
     with pytest.raises(DataLoaderError, match="empty!"):
         next(got)
-
-
-class Positioned(SequentialSampler):
-    """A sampler with its own state hooks, as a user's resumable sampler would have."""
-
-    position = 0
-
-    def state_dict(self):
-        return {"position": self.position}
-
-    def load_state_dict(self, state):
-        self.position = state["position"]
-
-
-def test_state_hooks_carry_the_kind_and_the_components_own_state():
-    data = ArrayDataset(list(range(4)))
-    saved = Positioned(data, batch_size=2)
-    saved.position = 7
-    state = FixedEpochs(build_source(data, saved, LoaderOptions()), 2).state_dict()
-    assert state == {"source": "FixedEpochs", "component": {"position": 7}}
-    restored = Positioned(data, batch_size=2)
-    FixedEpochs(build_source(data, restored, LoaderOptions()), 2).load_state_dict(state)
-    assert restored.position == 7
-    with pytest.raises(ArgumentValueError, match="saved from a FixedEpochs source"):
-        build_source(data, restored, LoaderOptions()).load_state_dict(state)
-    with pytest.raises(ArgumentValueError, match="no load_state_dict"):
-        FixedEpochs(build_source(data, RandomSampler(data, batch_size=2), LoaderOptions()), 2).load_state_dict(state)
 
 
 @settings(max_examples=40, deadline=None)

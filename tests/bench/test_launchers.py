@@ -1,6 +1,7 @@
 """The launchers in tools/ run their tool from the package, options and all (``--help`` here;
 tests/bench/test_cli.py runs ``tools/bench.py --quick`` end to end)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -39,3 +40,19 @@ def test_companion_workloads_in_the_list_are_refused_with_the_way_to_run_them(ca
 
     assert main(["--workloads", "tiny,columnar"]) == 2
     assert "python -m dataloader bench columnar" in capsys.readouterr().err
+
+
+def test_the_resume_bench_measures_state_dict_cost_end_to_end(tmp_path):
+    """tools/bench_resume.py is a script of its own (its baseline is a git worktree); its
+    state_dict() part runs here for real, on 8 process workers, and writes its rows."""
+    out = tmp_path / "resume.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_resume.py"), "--quick", "--parts", "cost", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "full reorder buffer" in done.stdout
+    rows = json.loads(out.read_text())["cost"]
+    assert [row["case"].split(",")[0] for row in rows] == ["in_order=True", "in_order=True", "in_order=False"]
+    full = rows[0]
+    assert full["held"] > 16 and full["calls"] > 0 and full["state_bytes"] < 4096  # a full buffer, a small state

@@ -311,3 +311,47 @@ def test_errors_name_the_cause_and_the_fix(tmp_path):
         ParquetStream([path, tmp_path / "other.parquet"])
     pq.write_table(pa.table({"id": pa.array([7], pa.int64()), "extra": [1]}), tmp_path / "wider.parquet")
     assert [r["id"] for r in ParquetStream([path, tmp_path / "wider.parquet"], columns=["id"])] == [0, 1, 2, 3, 4, 7]
+
+
+@FAST
+@given(layout=layouts, batch_size=st.integers(1, 6), batched=st.booleans(), shuffle=st.booleans(),
+       shuffle_buffer=st.sampled_from([0, 7]), filtered=st.booleans(), kind=st.sampled_from(["parquet", "arrow"]),
+       cut=st.integers(0, 200))
+def test_a_loader_resumes_a_stream_exactly_where_its_state_was_taken(
+    layout, batch_size, batched, shuffle, shuffle_buffer, filtered, kind, cut
+):
+    """The stream's state_dict (rows of this shard delivered) lets a loader resume mid-epoch: the
+    rows before the state and the rows after it are the uninterrupted epochs' rows, in order,
+    whether the stream seeks (no filter, no shuffle buffer) or re-reads and drops rows."""
+    with tempfile.TemporaryDirectory() as folder:
+        rows = write(Path(folder), layout, kind)
+        if rows == 0:
+            return
+        stream_type = ParquetStream if kind == "parquet" else ArrowStream
+        options = dict(shuffle=shuffle, seed=3, shuffle_buffer=shuffle_buffer,
+                       filter=(ds.field("x") > 2.0) if filtered else None)
+
+        def loader() -> DataLoader:
+            if batched:
+                return DataLoader(stream_type(folder, batch_size=batch_size, **options), StreamSampler())
+            return DataLoader(stream_type(folder, **options), StreamSampler(batch_size))
+
+        def epochs(source: DataLoader, count: int) -> list[list[int]]:
+            return [[int(i) for i in batch["id"]] for _ in range(count) for batch in source]
+
+        full = epochs(loader(), 2)
+        if not full:
+            return
+        cut = cut % len(full)
+        first = loader()
+        head: list[list[int]] = []
+        for _ in range(2):
+            it = iter(first)
+            while len(head) < cut and (batch := next(it, None)) is not None:
+                head.append([int(i) for i in batch["id"]])
+            if len(head) == cut:
+                break
+        state = first.state_dict()
+        resumed = loader()
+        resumed.load_state_dict(state)
+        assert head + epochs(resumed, 2 - state["epoch"]) == full

@@ -162,9 +162,19 @@ def test_a_copy_in_another_process_refuses_to_read(dataset):
         iter(copy)
 
 
-def test_resuming_mid_epoch_is_refused(dataset):
-    with pytest.raises(DataLoaderError, match="cannot resume in the middle of an epoch"):
-        RayStream(dataset).state_dict()
+def test_resuming_mid_epoch_is_refused_and_at_an_epochs_end_allowed(dataset):
+    loader = DataLoader(RayStream(dataset), StreamSampler(batch_size=4))
+    with iter(loader) as it:
+        next(it)
+        mid_epoch = loader.state_dict()
+        rest = sum(1 for _ in it)
+    after_epoch = loader.state_dict()
+    fresh = DataLoader(RayStream(dataset), StreamSampler(batch_size=4))
+    with pytest.raises(ArgumentValueError, match="cannot resume in the middle of an epoch"):
+        fresh.load_state_dict(mid_epoch, skip_ahead=True)
+    fresh.load_state_dict(after_epoch)
+    assert fresh.epoch == 1 and rest > 0
+    assert sum(1 for _ in fresh) == rest + 1  # the next epoch, whole
 
 
 def test_the_source_must_be_a_ray_dataset_or_iterator(ray_local):

@@ -1,0 +1,240 @@
+"""Where an epoch stands: which of its batches the user has had (for ``DataLoader.state_dict``).
+
+Every batch is a pure function of (seed, epoch, batch index, sampler), so a position is small:
+the epoch, ``low`` (every batch below it was handed out), the batches above ``low`` handed out
+already (``in_order=False`` only), a batch half echoed (``repeats``), and how many batches each
+worker handed out (workers that read their own stream shards). Batches made but not yet handed
+out (in the reorder buffer, a buffer, the preload queue) are not part of it: a resumed run makes
+them again.
+
+The stages between the executor and the user keep order (buffer, preload, conversions, echo),
+so :class:`Tally` notes each batch as it leaves the executor and the iterator counts the ones
+it hands out; the n-th handed out is the n-th noted.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from .stage import Stage
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a restored epoch starts: the batches it must not make again and the source's token.
+
+    ``token`` is what the source noted for batch ``low`` (:meth:`Source.resume_point`);
+    ``skip_ahead``: re-read and discard what the token cannot restore.
+    """
+
+    low: int = 0
+    above: frozenset[int] = frozenset()
+    # Batches half echoed: (task index, times already handed out, worker or -1) each. One is
+    # being echoed at a time, but one restored and not yet made again may wait beside it.
+    partial: tuple[tuple[int, int, int], ...] = ()
+    # Worker stream shards: the half-echoed batch is the next one its worker makes, whatever
+    # its task index (task numbers differ between runs; per-worker order does not).
+    partial_by_worker: bool = False
+    count: int = 0  # batches handed out in full, all of them
+    workers: dict[int, int] = field(default_factory=dict)  # worker id -> batches handed out
+    token: dict = field(default_factory=dict)
+    skip_ahead: bool = False
+
+    def skips(self, index: int) -> bool:
+        """True for a batch handed out before the state was taken (never made again)."""
+        return index < self.low or index in self.above
+
+
+class PositionLog:
+    """Tokens a source noted by (epoch, index), pruned as batches are handed out.
+
+    Written by the thread that reads the source and read by the one that takes a state: a dict
+    (each operation atomic under the GIL) and a deque of its keys in the order they were noted.
+    """
+
+    def __init__(self) -> None:
+        self._tokens: dict[tuple[int, int], Any] = {}
+        self._order: collections.deque = collections.deque()
+
+    def note(self, key: tuple[int, int], token: Any) -> None:
+        self._tokens[key] = token
+        self._order.append(key)
+
+    def get(self, key: tuple[int, int]) -> Any:
+        return self._tokens.get(key)
+
+    def forget_before(self, key: tuple[int, int]) -> None:
+        while self._order and self._order[0] < key:
+            self._tokens.pop(self._order.popleft(), None)
+
+
+_PRUNE_EVERY = 256  # batches between prunings of a source's tokens, when no state is taken
+
+
+class Position:
+    """One epoch's count of what was handed out.
+
+    A buffer or preload thread notes batches made while the user's thread counts the ones
+    handed out and takes states: each touches the queue of batches made with one atomic deque
+    operation, and only the user's thread changes an entry or the counts, so no lock is needed
+    (and none is paid for per batch).
+    """
+
+    def __init__(self, source: Any, epoch: int, repeats: int, length: int | None, resume: Resume | None) -> None:
+        resume = resume or Resume()
+        self.epoch = epoch
+        self._source = source
+        self._repeats = repeats
+        self._length = length
+        self._low = resume.low
+        self._above = set(resume.above)
+        self._count = resume.count
+        self._workers = collections.Counter(resume.workers)
+        # Restored half-echoed batches not yet made again, by task index (or by worker).
+        self._partial_by_worker = resume.partial_by_worker
+        self._restored = {entry[2] if resume.partial_by_worker else entry[0]: entry for entry in resume.partial}
+        # Batches out of the executor, not yet handed out in full: [keys, worker, echoes left].
+        self._made: collections.deque = collections.deque()
+        # Sources that note a token per batch prune them as batches are handed out; others need no call.
+        self._forget = source.forget_before if source.notes_tokens else None
+        self._follow: Any = None  # see follow()
+        self._handed = 0  # batches handed out while following in order, not yet counted in
+
+    def follow(self, upstream: Any, in_order: bool) -> None:
+        """Read each batch's tasks from ``upstream.last_made`` as it is handed out, with no
+        :class:`Tally`: for a chain with no stage that reads ahead or echoes between the two.
+
+        ``in_order`` (tasks come out by index; no worker counts needed): every batch handed out
+        is then one the source made, in order, so counting them is enough until a state is
+        taken, and that is all a batch costs."""
+        self._follow = upstream
+        if not in_order:
+            self.handed_out = self._note_followed  # type: ignore[method-assign]
+        elif self._forget is None:
+            self.handed_out = self._count_in_order  # type: ignore[method-assign]
+        else:
+            self.handed_out = self._count_in_order_pruning  # type: ignore[method-assign]
+
+    def _count_in_order(self) -> None:
+        self._handed += 1
+
+    def _count_in_order_pruning(self) -> None:
+        """As :meth:`_count_in_order`, catching up now and then so the source's tokens of
+        batches handed out go (a long stream's would otherwise pile up until a state is taken)."""
+        self._handed += 1
+        if self._handed >= _PRUNE_EVERY:
+            self._catch_up()
+
+    def _note_followed(self) -> None:
+        keys, worker = self._follow.last_made
+        self._done(keys, worker)
+
+    def _catch_up(self) -> None:
+        """Count in the batches handed out in order since the last state: all up to the
+        latest one made."""
+        if not self._handed:
+            return
+        self._count += self._handed
+        self._handed = 0
+        self._low = self._follow.last_made[0][-1] + 1
+        while self._low in self._above:
+            self._above.discard(self._low)
+            self._low += 1
+        self._above = {key for key in self._above if key > self._low}
+        if self._forget is not None:
+            self._forget(self.epoch, self._low)
+
+    def made(self, keys: tuple[int, ...], worker: int) -> None:
+        """A batch (made from the tasks ``keys``) left the executor."""
+        if not self._restored:
+            self._made.append([keys, worker, self._repeats])
+            return
+        key = worker if self._partial_by_worker else keys[0]
+        partial = self._restored.get(key)
+        self._made.append([keys, worker, self._repeats - (partial[1] if partial is not None else 0)])
+        self._restored.pop(key, None)  # after: a state taken between the two sees it in one place or both
+
+    def echoes_left(self) -> int:
+        """How many times the batch just pulled by the echo stage is still to be handed out."""
+        return self._made[0][2] if self._made else self._repeats
+
+    def handed_out(self) -> None:
+        """The user got a batch (one echo of it)."""
+        entry = self._made[0]
+        entry[2] -= 1
+        if entry[2] > 0:
+            return
+        self._made.popleft()
+        self._done(entry[0], entry[1])
+
+    def _done(self, keys: tuple[int, ...], worker: int) -> None:
+        """The batch made from the tasks ``keys`` was handed out in full."""
+        if keys[0] == self._low and len(keys) == 1 and not self._above:
+            self._low += 1  # in order: the common case
+        else:
+            for key in keys:
+                self._mark(key)
+        self._count += 1
+        if worker >= 0:
+            self._workers[worker] += 1
+        if self._forget is not None:
+            self._forget(self.epoch, self._low)
+
+    def remaining(self) -> int | None:
+        """Batches (echoes included) this epoch still hands out, or None when unknown."""
+        if self._length is None:
+            return None
+        self._catch_up()
+        echoed = sum(entry[1] for entry in self._restored.values())
+        return max(0, (self._length - self._count) * self._repeats - echoed)
+
+    def snapshot(self) -> dict:
+        """The position as plain values, the source's token included (in the user's thread)."""
+        self._catch_up()
+        low, above, count, workers = self._low, sorted(self._above), self._count, dict(self._workers)
+        try:
+            front = self._made[0]
+        except IndexError:
+            front = None
+        partial = [list(entry) for entry in list(self._restored.values())]  # not yet made again
+        if front is not None and front[2] < self._repeats:
+            partial.append([front[0][0], self._repeats - front[2], front[1]])
+        epoch = self.epoch
+        token = self._source.resume_point(epoch, low)
+        if not partial and self._length is not None and count >= self._length:
+            # Every batch was handed out: the state resumes at the start of the next epoch.
+            epoch, low, above, count, workers = epoch + 1, 0, [], 0, {}
+        return {
+            "epoch": epoch,
+            "low": low,
+            "above": above,
+            "partial": partial,
+            "count": count,
+            "workers": {str(worker): n for worker, n in sorted(workers.items())},
+            "source": token,
+        }
+
+    def _mark(self, key: int) -> None:
+        if key != self._low:
+            self._above.add(key)
+            return
+        self._low += 1
+        while self._low in self._above:
+            self._above.discard(self._low)
+            self._low += 1
+
+
+class Tally(Stage):
+    """Notes each batch its upstream (an executor, or the stage that reassembles chunks) makes;
+    the upstream says which tasks made it in ``last_made``: (task indices, worker id or -1)."""
+
+    def __init__(self, upstream: Any, position: Position) -> None:
+        super().__init__(upstream)
+        self._position = position
+
+    def __next__(self) -> Any:
+        batch = next(self.upstream)
+        self._position.made(*self.upstream.last_made)
+        return batch
