@@ -35,6 +35,7 @@ import json
 import multiprocessing
 import operator
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -873,3 +874,26 @@ def test_a_callable_source_with_state_dict_is_restored_not_called_again(epoch_si
         assert _values(next(batches)) == (9, 10, 11)
     assert source.loaded == [{"next": 9}]
     assert source.calls == 1  # the three batches handed out are not made again
+
+
+def test_a_state_after_an_epoch_was_left_early_says_the_rest_of_it_is_not_in_it():
+    """A ``break`` drops the epoch's iterator: a state taken after it resumes at the next epoch's
+    start (what the loader's next iter() does), and a ResumeWarning says the rest is not in it.
+    Taken inside the loop, or after an epoch that ran out, there is nothing to warn about."""
+    loader = _map_loader()
+    for count, _ in enumerate(loader, 1):
+        if count == 3:
+            inside = loader.state_dict()  # in the loop: the place to take it before leaving
+            break
+    with pytest.warns(dataloader.ResumeWarning, match=r"epoch 0 was closed after 3 of its 10 batches") as caught:
+        after = loader.state_dict()
+    assert caught[0].filename == __file__  # shown at the caller's line
+    assert (inside["epoch"], inside["low"]) == (0, 3) and (after["epoch"], after["low"]) == (1, 0)
+    rest = _map_loader()
+    rest.load_state_dict(inside)
+    assert len([batch for batch in rest]) == 7  # the rest of epoch 0 is in the state taken inside
+    for _ in loader:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert loader.state_dict()["epoch"] == 2  # an epoch that ran out: no warning

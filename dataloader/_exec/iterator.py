@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager, nullcontext
 from time import perf_counter
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .._stages.occupancy import Stopped
 from .._stages.stage import Stage
@@ -37,8 +37,10 @@ class LoaderIterator(Stage):
         recorder: Recorder | None = None,
         buffer: Any = None,
         epoch: int = 0,
+        on_close: Callable[["LoaderIterator", bool], None] | None = None,
     ) -> None:
         super().__init__(stages)
+        self._on_close = on_close  # told once, when the epoch closes: (this, whether it ran out)
         self._length = length
         self.position = position  # counts what was handed out, for DataLoader.state_dict()
         self._buffer = buffer
@@ -61,7 +63,7 @@ class LoaderIterator(Stage):
             batch = next(self.upstream)
         except BaseException as error:  # the end of the epoch (StopIteration) or any failure
             cut_short = self._leave(me)
-            self._close(None, own_end=True)
+            self._close(None, own_end=True, ran_out=isinstance(error, StopIteration))
             if cut_short:
                 self._raise_cut_short(None if isinstance(error, (Stopped, StopIteration)) else error)
             if isinstance(error, Stopped):  # closed by the epoch's own end in another next()
@@ -89,7 +91,9 @@ class LoaderIterator(Stage):
         later ``next()`` raises a :class:`DataLoaderError` that says so."""
         self._close((reason, shared, newer))
 
-    def _close(self, ended_by: tuple[str, str, int | None] | None, own_end: bool = False) -> None:
+    def _close(
+        self, ended_by: tuple[str, str, int | None] | None, own_end: bool = False, ran_out: bool = False
+    ) -> None:
         """Close once. Unless this is the epoch's own end (exhausted, or failed, in a ``next()``),
         the other threads in ``next()`` wake (the stages see to it) and raise why."""
         me = threading.get_ident()
@@ -104,6 +108,8 @@ class LoaderIterator(Stage):
             self._teardown()
         finally:
             self.recorder.finish()
+            if self._on_close is not None:
+                self._on_close(self, ran_out)
 
     def _leave(self, me: int) -> bool:
         """Leave ``next()``; True if another thread closed the epoch meanwhile."""

@@ -31,7 +31,8 @@ from .._stages.position import Position, Resume, Tally
 from .._stages.kinds import checked_sampler
 from .._stages.source import build_source, known_length
 from .._stages.streams import timed_reads
-from ..errors import ArgumentValueError
+from .._validate import warn_argument
+from ..errors import ArgumentValueError, ResumeWarning
 from ..monitor import MonitorSettings, Recorder, Stats
 from ..transform._base import split_batch_transforms
 from .checkpoint import fresh_position, make_state, read_state
@@ -69,12 +70,15 @@ class Pipeline:
         self._last_recorder: Recorder | None = None  # outlives its iterator: stats() after the epoch
         self._resume: Resume | None = None  # where the next epoch starts, from load_state_dict()
         self._resume_state: dict | None = None  # the state it came from, for state_dict() until then
+        # The latest epoch, when it was closed before its end: (epoch, batches handed out, length).
+        self._left_early: tuple[int, int, int | None] | None = None
 
     def open_epoch(self) -> LoaderIterator:
         """The iterator of the next epoch (ending the open one, if they would share workers or a feed)."""
         epoch, self.epoch = self.epoch, self.epoch + 1
         self._end_open_epoch("superseded", epoch)
         resume, self._resume, self._resume_state = self._resume, None, None
+        self._left_early = None
         options = self.spec.options
         settings = MonitorSettings.from_env()
         settings.make_visible()
@@ -83,7 +87,7 @@ class Pipeline:
         executor = self._executor(epoch, recorder, resume)
         stages, buffer = self._consumer_stages(executor, recorder, position)
         length = self.length() if resume is None else position.remaining()
-        iterator = LoaderIterator(stages, length, position, recorder, buffer, epoch)
+        iterator = LoaderIterator(stages, length, position, recorder, buffer, epoch, _closed_watch(self))
         self._last_iterator = weakref.ref(iterator)
         self._last_recorder = recorder
         return iterator
@@ -96,8 +100,17 @@ class Pipeline:
         if current is not None and not current.closed:
             position = current.position.snapshot()
         else:
+            if self._left_early is not None:
+                _warn_left_early(*self._left_early)
             position = fresh_position(self.epoch, self.source)
         return make_state(position, self.spec, self.source)
+
+    def epoch_closed(self, iterator: LoaderIterator, ran_out: bool) -> None:
+        """The latest epoch's iterator closed: note whether it was left before its end."""
+        if iterator.epoch + 1 != self.epoch or self._resume is not None:
+            return  # superseded by a newer epoch, or a state was loaded since
+        left = None if ran_out else (iterator.epoch, iterator.position.handed_out_count(), iterator.position.length)
+        self._left_early = left
 
     def load_state_dict(self, state: dict, skip_ahead: bool = False) -> None:
         """Make the next epoch start where ``state`` was taken (see ``DataLoader.load_state_dict``)."""
@@ -117,6 +130,7 @@ class Pipeline:
         self.source.close()  # a fixed-size feed, say: the state says where it resumes
         self.epoch = int(state["epoch"])
         self._resume, self._resume_state = resume, copy.deepcopy(state)
+        self._left_early = None
 
     def pending_resume(self) -> tuple[dict, bool] | None:
         """The state loaded and not yet run, with its ``skip_ahead``, or None."""
@@ -244,3 +258,28 @@ class Pipeline:
                 upstream = Buffered(upstream, 1, False)  # make the next batch while echoing this one
             upstream = Echo(upstream, options.repeats, position)
         return upstream, buffer
+
+
+def _closed_watch(pipeline: Pipeline) -> Any:
+    """What an epoch's iterator calls when it closes, holding the pipeline only weakly (an
+    iterator must not keep a dropped loader's pipeline alive)."""
+    owner = weakref.ref(pipeline)
+
+    def closed(iterator: LoaderIterator, ran_out: bool) -> None:
+        pipeline = owner()
+        if pipeline is not None:
+            pipeline.epoch_closed(iterator, ran_out)
+
+    return closed
+
+
+def _warn_left_early(epoch: int, handed: int, length: int | None) -> None:
+    """Say that a state taken after an epoch was left early does not hold the rest of it."""
+    of = f" of its {length}" if length is not None else ""
+    warn_argument(
+        f"epoch {epoch} was closed after {handed}{of} batches, before its end; this state resumes "
+        f"at the start of epoch {epoch + 1}, as the loader's next iter() would, without the rest "
+        f"of epoch {epoch}. To resume inside epoch {epoch}, take the state in the loop, before "
+        "leaving it (or before the iterator is closed).",
+        ResumeWarning,
+    )

@@ -182,6 +182,16 @@ class Position:
         if self._forget is not None:
             self._forget(self.epoch, self._low)
 
+    @property
+    def length(self) -> int | None:
+        """Batches in the epoch (echoes not counted), or None for a stream."""
+        return self._length
+
+    def handed_out_count(self) -> int:
+        """Batches handed out in full this epoch (restored ones included)."""
+        self._catch_up()
+        return self._count
+
     def remaining(self) -> int | None:
         """Batches (echoes included) this epoch still hands out, or None when unknown."""
         if self._length is None:
@@ -194,13 +204,10 @@ class Position:
         """The position as plain values, the source's token included (in the user's thread)."""
         self._catch_up()
         low, above, count, workers = self._low, sorted(self._above), self._count, dict(self._workers)
-        try:
-            front = self._made[0]
-        except IndexError:
-            front = None
-        partial = [list(entry) for entry in list(self._restored.values())]  # not yet made again
-        if front is not None and front[2] < self._repeats:
-            partial.append([front[0][0], self._repeats - front[2], front[1]])
+        # Half-echoed batches: restored ones not made again yet, and made ones with echoes
+        # left: the one being echoed, and restored ones made again but queued behind it.
+        partial = [list(entry) for entry in list(self._restored.values())]
+        partial += [[keys[0], self._repeats - left, worker] for keys, worker, left in list(self._made) if left < self._repeats]
         epoch = self.epoch
         token = self._source.resume_point(epoch, low)
         if not partial and self._length is not None and count >= self._length:

@@ -179,6 +179,18 @@ def test_a_restored_partial_batch_is_matched_by_task_index_out_of_order():
     assert position.snapshot()["low"] == 2
 
 
+def test_a_restored_partial_batch_made_again_but_queued_behind_another_stays_partial():
+    """in_order=False: the restored half-echoed batch 1 is made again while batch 0, made first,
+    is being echoed; a state then holds both, each with its own echoes done (a state that kept
+    only the one being echoed would echo batch 1 in full again on the next resume)."""
+    resume = Resume(low=0, partial=((1, 1, -1),))
+    position, _ = _position(repeats=2, resume=resume)
+    position.made((0,), -1)
+    position.made((1,), -1)  # queued behind batch 0, one echo left
+    position.handed_out()  # batch 0, first echo
+    assert sorted(position.snapshot()["partial"]) == [[0, 1, -1], [1, 1, -1]]
+
+
 def test_a_restored_partial_batch_of_a_worker_stream_shard_is_matched_by_worker():
     resume = Resume(partial=((7, 1, 1),), partial_by_worker=True)  # task 7 meant nothing to this run
     position, _ = _position(repeats=3, length=None, resume=resume)
