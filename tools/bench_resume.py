@@ -200,7 +200,9 @@ def cost_table(rows: list[dict]) -> str:
          str(r["state_bytes"]), "met" if r["met"] else "MISSED"]
         for r in rows
     ]
-    return _aligned(cells, "<")
+    from dataloader.bench.output import aligned
+
+    return aligned(cells, "<")
 
 
 # -- part (b): throughput against the baseline ---------------------------------------------------
@@ -279,7 +281,9 @@ def throughput_table(rows: list[dict]) -> str:
          f"{r['cpu_ratio_median']:.3f}", f"{r['others_cpus_median']:.2f}", "met" if r["met"] else "MISSED"]
         for r in rows
     ]
-    return _aligned(cells)
+    from dataloader.bench.output import aligned
+
+    return aligned(cells)
 
 
 def baseline_tree(ref: str) -> Path:
@@ -303,19 +307,6 @@ def snapshot_checkout() -> Path:
     shutil.copytree(ROOT / "dataloader", folder / "dataloader",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return folder
-
-
-# -- shared --------------------------------------------------------------------------------------
-
-
-def _aligned(cells: list[list[str]], align: str = "") -> str:
-    """Rows of cells (the header first) as a table; columns after ``align`` are right-aligned."""
-    align = align.ljust(len(cells[0]), ">")
-    width = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    lines = ["  ".join(c.ljust(w) if a == "<" else c.rjust(w) for c, w, a in zip(row, width, align)).rstrip()
-             for row in cells]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -388,8 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"scalars, batch 256; {args.reps} repetitions of {args.seconds:g} s runs, alternating")
         print(throughput_table(rows))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=1)
+        from dataloader.bench.output import write_json
+
+        write_json(args.json, result)
     return 0
 
 

@@ -34,7 +34,7 @@ _WHY = {
 def loader_config(spec: Any, source: Source) -> dict[str, Any]:
     """What a state fits: the settings that decide which batch is which."""
     sampler, dataset, options = spec.sampler, spec.dataset, spec.options
-    inner = source.inner if isinstance(source, FixedEpochs) else source
+    inner = _reader(source)
     world = sampler if hasattr(sampler, "world_size") else dataset
     return {
         "source": type(inner).__name__,
@@ -48,6 +48,11 @@ def loader_config(spec: Any, source: Source) -> dict[str, Any]:
         "rank": getattr(world, "rank", None),
         "stream_workers": options.num_workers if isinstance(inner, WorkerStreamSource) else None,
     }
+
+
+def _reader(source: Source) -> Source:
+    """The source that reads the dataset (under fixed-size epochs, the one they wrap)."""
+    return source.inner if isinstance(source, FixedEpochs) else source
 
 
 def fresh_position(epoch: int, source: Source) -> dict[str, Any]:
@@ -67,7 +72,7 @@ def make_state(position: dict[str, Any], spec: Any, source: Source) -> dict[str,
     """The whole state: the format, the position, the configuration, a map dataset's own state."""
     state = {"format": FORMAT, **position, "config": loader_config(spec, source)}
     dataset_state = getattr(spec.dataset, "state_dict", None)
-    if dataset_state is not None and isinstance(source, MapSource):
+    if dataset_state is not None and isinstance(_reader(source), MapSource):
         state["dataset"] = dataset_state()
     return state
 

@@ -99,9 +99,11 @@ class MapSource(Source):
     handed out without making them (:func:`~dataloader.sampler.batches_from`).
     """
 
+    notes_tokens = True  # one per epoch: the sampler's state as the epoch began
+
     def __init__(self, sampler: Any) -> None:
         self.sampler = sampler
-        self._started: tuple[int, Any] | None = None  # (epoch, the sampler's state as it began)
+        self._started: dict[int, Any] = {}  # epoch -> the sampler's state as it began
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         start = 0
@@ -109,7 +111,7 @@ class MapSource(Source):
             if "sampler" in resume.token:
                 self.sampler.load_state_dict(resume.token["sampler"])
             start = resume.low
-        self._started = (epoch, sampler_state(self.sampler))
+        self._started[epoch] = sampler_state(self.sampler)
         for index, indices in enumerate(batches_from(self.sampler, start), start):
             if resume is None or index not in resume.above:
                 yield BatchTask(epoch, index, indices=index_list(indices, index))
@@ -118,23 +120,27 @@ class MapSource(Source):
         return len(self.sampler)
 
     def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
-        started, length = self._started, known_length(self)
-        if begun and started is not None and started[0] == epoch and (length is None or index < length):
-            state = started[1]
-        else:  # the next epoch: the sampler as the last one left it
+        length = known_length(self)
+        if begun and epoch in self._started and (length is None or index < length):
+            state = self._started[epoch]
+        else:  # an epoch not begun yet: the sampler as the last one left it
             state = sampler_state(self.sampler)
         return {} if state is None else {"sampler": state}
 
+    def forget_before(self, epoch: int, index: int) -> None:
+        for begun in [key for key in self._started if key < epoch]:
+            del self._started[begun]
+
     def check_resume(self, token: dict, skip_ahead: bool) -> None:
-        if "sampler" in token and not hasattr(self.sampler, "load_state_dict"):
-            raise ArgumentValueError(
-                f"the state holds the sampler's own state, but this loader's "
-                f"{type(self.sampler).__name__} has no load_state_dict(). Resume with the sampler "
-                "that saved it."
-            )
         if "sampler" in token:
+            if not hasattr(self.sampler, "load_state_dict"):
+                raise ArgumentValueError(
+                    f"the state holds the sampler's own state, but this loader's "
+                    f"{type(self.sampler).__name__} has no load_state_dict(). Resume with the sampler "
+                    "that saved it."
+                )
             self.sampler.load_state_dict(token["sampler"])  # now: a sampler that differs says so here
-        if "sampler" not in token:
+        else:
             warn_argument(
                 f"{type(self.sampler).__name__} has no state_dict()/load_state_dict(): resuming "
                 "iterates it afresh and skips the batches already handed out, which is exact only "
@@ -246,28 +252,27 @@ class CallableTasks(Source):
         self._log = PositionLog()
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
-        capture = self._stateful("state_dict")
         index, batch = 0, 0
         if resume is not None and resume.token:
             index, batch = resume.low, resume.token["batch"]
             if "source" in resume.token:
-                self._stateful("load_state_dict")(resume.token["source"])
+                self._owner().load_state_dict(resume.token["source"])
             else:  # skip-ahead: the calls that made the batches handed out, made again and dropped
                 for _ in range(batch):
                     self.source.data_source(self.batch_size)
-        self._log.note((epoch, index), {"batch": batch, **({"source": capture()} if capture else {})})
+        self._log.note((epoch, index), self._token(batch))
         while True:
-            tasks = self._call(epoch, index, batch, capture)
+            tasks = self._call(epoch, index, batch)
             index, batch = index + len(tasks), batch + 1
             if resume is not None and resume.skips(tasks[0].index):
                 continue
             # Batches handed out before the state, right after this one, are called past now:
             # once this one is handed out, a state points after them, at a noted position.
             while resume is not None and index in resume.above:
-                index, batch = index + len(self._call(epoch, index, batch, capture)), batch + 1
+                index, batch = index + len(self._call(epoch, index, batch)), batch + 1
             yield from tasks
 
-    def _call(self, epoch: int, index: int, batch: int, capture: Any) -> list[BatchTask]:
+    def _call(self, epoch: int, index: int, batch: int) -> list[BatchTask]:
         """Batch ``batch``'s tasks, numbered from ``index``; then, before anything runs, the
         source's state for the next batch is noted (where a resume after this one starts)."""
         items = list(self.source.data_source(self.batch_size))
@@ -280,8 +285,7 @@ class CallableTasks(Source):
                 BatchTask(epoch, index + part, jobs=items[start : start + size], chunk=(batch, len(starts), part))
                 for part, start in enumerate(starts)
             ]
-        after = index + len(tasks)
-        self._log.note((epoch, after), {"batch": batch + 1, **({"source": capture()} if capture else {})})
+        self._log.note((epoch, index + len(tasks)), self._token(batch + 1))
         return tasks
 
     def consumer_stages(self, upstream: Any, collator: Any) -> Any:
@@ -289,22 +293,25 @@ class CallableTasks(Source):
 
     def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
         if not begun:
-            capture = self._stateful("state_dict")
-            return {"batch": 0, **({"source": capture()} if capture else {})}
+            return self._token(0)
         return self._log.get((epoch, index)) or {}
 
     def forget_before(self, epoch: int, index: int) -> None:
         self._log.forget_before((epoch, index))
 
     def check_resume(self, token: dict, skip_ahead: bool) -> None:
-        owner = self.source if hasattr(self.source, "state_dict") else self.source.data_source
         holds = "source" in token
-        check_stream_resume(owner, holds, not holds and token.get("batch", 0) > 0, skip_ahead)
+        check_stream_resume(self._owner(), holds, not holds and token.get("batch", 0) > 0, skip_ahead)
 
-    def _stateful(self, name: str) -> Any:
-        """The source's own ``name`` method, else its ``data_source``'s, else None."""
-        found = getattr(self.source, name, None)
-        return found if found is not None else getattr(self.source.data_source, name, None)
+    def _owner(self) -> Any:
+        """Whose state a resume restores: the ``CallableSource`` if it has ``state_dict()``,
+        else its ``data_source``."""
+        return self.source if hasattr(self.source, "state_dict") else self.source.data_source
+
+    def _token(self, batch: int) -> dict:
+        """Where a resume at call number ``batch`` starts: the count, and the source's state now."""
+        state_dict = getattr(self._owner(), "state_dict", None)
+        return {"batch": batch} if state_dict is None else {"batch": batch, "source": state_dict()}
 
 
 class FixedEpochs(Source):
@@ -313,8 +320,9 @@ class FixedEpochs(Source):
     The inner source's tasks form one feed that outlives each epoch; when it
     ends in the middle of an epoch it is opened again (:func:`restarting`) and
     the epoch is completed from the fresh one. A batch split into chunks counts once.
-    Before each task it notes where the feed stands after it (the inner epoch, or pass, the
-    inner index and the inner source's token), so a state can restart the feed there.
+    Before each task it notes where the feed stands after it, (inner epoch, or pass; inner
+    index), so a state can restart the feed there; the inner source's token for that place is
+    asked for only when a state is taken, and pruned only as batches are handed out.
     """
 
     notes_tokens = True
@@ -328,20 +336,20 @@ class FixedEpochs(Source):
         self.reads_stream_here = inner.reads_stream_here
         self._feed: Iterator[BatchTask] | None = None
         self._log = PositionLog()
-        self._after_last: dict | None = None  # where the feed stands after its latest task
+        self._after_last: tuple[int, int] | None = None  # (pass, inner index) after the latest task
         self._inner_length: int | None = -1  # -1: not asked yet (a sampler's len() may raise)
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         done = index = 0
         if resume is not None and resume.token:
-            start = resume.token
-            self.close_feed()
-            self._feed = self._open_feed(start["pass"], start["index"], start["inner"], resume.skip_ahead)
+            token = resume.token
+            start = (token["pass"], token["index"])
+            self._feed = self._open_feed(*start, token["inner"], resume.skip_ahead)
             done, index = resume.count, resume.low
         else:
-            start = self.resume_point(epoch, 0, begun=False)
-            if self._feed is None:
-                self._feed = self._open_feed(epoch, 0, None, False)
+            if self._feed is None:  # the first epoch, or the feed raised last epoch: afresh
+                self._feed, self._after_last = self._open_feed(epoch, 0, None, False), None
+            start = self._after_last or (epoch, 0)
         self._log.note((epoch, index), start)
         # Batches handed out above `low` are counted in resume.count, yet their tasks must still
         # be read past: the epoch ends after the last of them, not at the count.
@@ -363,39 +371,37 @@ class FixedEpochs(Source):
             done += task.chunk is None or task.chunk[2] == task.chunk[1] - 1
 
     def _pull(self, epoch: int, index: int) -> BatchTask | None:
-        """The feed's next task (``index`` of ``epoch``), noting where the feed stands after it."""
+        """The feed's next task (``index`` of ``epoch``), noting where the feed stands after it:
+        (pass, next inner batch), or the next pass's start."""
         task = next(self._feed, None)  # type: ignore[arg-type]
         if task is not None:
-            self._after_last = self._inner_point(task)
+            after = task.index + 1
+            if self._inner_length == -1:
+                self._inner_length = known_length(self.inner)
+            if self._inner_length is not None and after >= self._inner_length and task.chunk is None:
+                self._after_last = (task.epoch + 1, 0)
+            else:
+                self._after_last = (task.epoch, after)
             self._log.note((epoch, index + 1), self._after_last)
         return task
 
     def _open_feed(self, pass_: int, index: int, inner_token: dict | None, skip_ahead: bool) -> Iterator[BatchTask]:
         """The inner tasks from batch ``index`` of pass ``pass_`` on, passes after it in full."""
-        passes = itertools.count(pass_ + 1)  # each fresh pass is a new epoch of the inner source
-        after = restarting(
+        fresh = inner_token is None and index == 0
+        passes = itertools.count(pass_ if fresh else pass_ + 1)  # each pass is an inner epoch
+        feed = restarting(
             lambda: self.inner.tasks(next(passes)),
             "the dataset or sampler produced no batch; fixed-size epochs (epoch_size) need "
             "a source that is not empty.",
         )
-        if inner_token is None and index == 0:
-            first = self.inner.tasks(pass_)  # not resumed
-        else:  # a resumed pass may have nothing left
-            first = self.inner.tasks(pass_, Resume(low=index, token=inner_token or {}, skip_ahead=skip_ahead))
-        yield from first  # a generator, not a chain: closing it closes the pass it is in
-        yield from after
+        if fresh:
+            return feed
+        resumed = self.inner.tasks(pass_, Resume(low=index, token=inner_token or {}, skip_ahead=skip_ahead))
+        return _chained(resumed, feed)  # a resumed pass may have nothing left
 
-    def _inner_point(self, task: BatchTask) -> dict:
-        """Where the feed stands after ``task``: the next inner batch, or the next pass's start."""
-        pass_, index = task.epoch, task.index + 1
-        if self._inner_length == -1:
-            self._inner_length = known_length(self.inner)
-        inner_length = self._inner_length
-        if inner_length is not None and index >= inner_length and task.chunk is None:
-            return {"pass": pass_ + 1, "index": 0, "inner": self.inner.resume_point(pass_, index)}
-        point = {"pass": pass_, "index": index, "inner": self.inner.resume_point(pass_, index)}
-        self.inner.forget_before(pass_, index)
-        return point
+    def _token(self, at: tuple[int, int], begun: bool = True) -> dict:
+        """The plain values that restart the feed at ``at``: (pass, inner index) and the inner token."""
+        return {"pass": at[0], "index": at[1], "inner": self.inner.resume_point(*at, begun=begun)}
 
     def length(self) -> int | None:
         return self.epoch_size
@@ -403,24 +409,25 @@ class FixedEpochs(Source):
     def consumer_stages(self, upstream: Any, collator: Any) -> Any:
         return self.inner.consumer_stages(upstream, collator)
 
-    def close_feed(self) -> None:
+    def close(self) -> None:
         feed, self._feed = self._feed, None
         if feed is not None:
             feed.close()  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        self.close_feed()
         self.inner.close()
 
     def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
         if begun:
-            return self._log.get((epoch, index)) or {}
+            at = self._log.get((epoch, index))
+            return {} if at is None else self._token(at)
         if self._after_last is not None and self._feed is not None:
-            return self._after_last
-        return {"pass": epoch, "index": 0, "inner": self.inner.resume_point(epoch, 0, begun=False)}
+            return self._token(self._after_last)
+        return self._token((epoch, 0), begun=False)
 
     def forget_before(self, epoch: int, index: int) -> None:
+        at = self._log.get((epoch, index))
         self._log.forget_before((epoch, index))
+        if at is not None:
+            self.inner.forget_before(*at)
 
     def check_resume(self, token: dict, skip_ahead: bool) -> None:
         if self.worker_restart:
@@ -431,6 +438,12 @@ class FixedEpochs(Source):
             )
         if token:
             self.inner.check_resume(token["inner"], skip_ahead)
+
+
+def _chained(first: Iterator[BatchTask], then: Iterator[BatchTask]) -> Iterator[BatchTask]:
+    """``first``, then ``then``: a generator, not a chain, so closing it closes the one it is in."""
+    yield from first
+    yield from then
 
 
 def known_length(source: Source) -> int | None:

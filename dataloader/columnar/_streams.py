@@ -150,10 +150,11 @@ class ColumnarStream(StreamDataset):
             epoch, self._iterations = self._iterations, self._iterations + 1
         resume, self._resume = self._resume, None
         done = resume[1] if resume is not None and resume[0] == epoch else 0
-        progress, pieces, worker = self._start(epoch, done if self._seekable() else 0)
+        seek = done if self._seekable() else 0  # start reading there, or read and drop `done` rows
+        progress, pieces, worker = self._start(epoch, seek)
         progress.rows = done
         self._progress = progress
-        return self._read(progress, pieces, worker, 0 if self._seekable() else done)
+        return self._read(progress, pieces, worker, done - seek)
 
     def _seekable(self) -> bool:
         """Whether row ``n`` of a shard is row ``n`` of its pieces (no filter, no shuffle buffer)."""
