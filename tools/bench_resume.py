@@ -25,8 +25,11 @@ Two measurements, each against a target:
   than the rate), and how many CPUs' worth of time other processes used during the runs. Each
   pair of runs first waits for a quiet machine (other processes under 0.3 CPUs), up to
   ``--patience`` seconds in all. Target: median ratio >= 0.99 on the rate.
+- ``peer``: ``state_dict()`` between batches against torchdata's ``StatefulDataLoader`` (the
+  loader that exists only for this), same dataset, 8 fork workers each, default prefetch, in
+  one run; skipped with a line saying so where torchdata is not installed.
 
-Usage: ``python tools/bench_resume.py [--parts cost,throughput] [--calls 200] [--reps 9]
+Usage: ``python tools/bench_resume.py [--parts cost,throughput,peer] [--calls 200] [--reps 9]
 [--seconds 1.0] [--samples 200000] [--workers 0,2] [--baseline-ref 8ea22ad]
 [--baseline-tree PATH] [--patience 120] [--json out.json] [--quick] [-v]``: about 1.5 minutes
 on 2 cores, plus the waits; ``--quick``, about 10 s.
@@ -50,7 +53,7 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 # The state tracking this checkout adds was committed after this one.
 BASELINE_REF = "8ea22ad"
-PARTS = ("cost", "throughput")
+PARTS = ("cost", "throughput", "peer")
 TARGET_MS = 1.0
 TARGET_RATIO = 0.99
 
@@ -189,6 +192,64 @@ def measure_cost(calls: int, workers: int = 8, prefetch_factor: int = 16, batch_
             grown.append(_timed_state(unordered))
         rows.append(_case("in_order=False, batch 0 pending (above grows)", grown, _reorder_held(batches)))
     return rows
+
+
+def measure_peer(calls: int, workers: int = 8, batch_size: int = 16) -> list[dict]:
+    """``state_dict()`` between batches of the same map dataset, ours against torchdata's
+    ``StatefulDataLoader``, both with ``workers`` fork processes and their default prefetch, in
+    one run: each call follows one ``next()``, after a warm-up of 2 x ``workers`` batches."""
+    import pickle
+
+    import numpy as np
+
+    from dataloader import DataLoader
+
+    class Floats:
+        def __len__(self) -> int:
+            return batch_size * (calls + 4 * workers + 8)
+
+        def __getitem__(self, index: int) -> Any:
+            return np.float32(index)
+
+    try:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+    except ImportError:
+        print("peer: torchdata is not installed (pip install torchdata); skipped", file=sys.stderr)
+        return []
+    loaders = {
+        "ours": DataLoader(Floats(), batch_size=batch_size, num_workers=workers, multiprocessing_context="fork", seed=0),
+        "torchdata StatefulDataLoader": StatefulDataLoader(
+            Floats(), batch_size=batch_size, num_workers=workers, multiprocessing_context="fork"
+        ),
+    }
+    rows = []
+    for name, loader in loaders.items():
+        batches = iter(loader)
+        for _ in range(2 * workers):
+            next(batches)
+        timed = []
+        for _ in range(calls):
+            next(batches)
+            timed.append(_timed_state(loader))
+        del batches
+        wall = sorted(t[0] for t in timed)
+        rows.append({"loader": name, "calls": calls, "median_us": statistics.median(wall),
+                     "p99_us": wall[min(len(wall) - 1, int(0.99 * len(wall)))],
+                     "state_bytes": len(pickle.dumps(timed[-1][2]))})
+    ours, peer = rows
+    for row in rows:
+        row["ratio_to_peer"] = row["median_us"] / peer["median_us"]
+    return rows
+
+
+def peer_table(rows: list[dict]) -> str:
+    from dataloader.bench.output import aligned
+
+    cells = [["loader", "calls", "median us", "p99 us", "state bytes (pickled)", "median / torchdata"]] + [
+        [r["loader"], str(r["calls"]), f"{r['median_us']:.1f}", f"{r['p99_us']:.0f}", str(r["state_bytes"]),
+         f"{r['ratio_to_peer']:.3f}"] for r in rows
+    ]
+    return aligned(cells, "<")
 
 
 def cost_table(rows: list[dict]) -> str:
@@ -359,6 +420,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("state_dict() cost: 8 process workers (fork), prefetch_factor 16, batch 16; batch 0 sleeps")
         print(cost_table(rows))
         print()
+    if "peer" in args.parts:
+        rows = measure_peer(args.calls)
+        result["peer"] = rows
+        if rows:
+            print("state_dict() between batches, 8 process workers (fork), batch 16: ours vs torchdata")
+            print(peer_table(rows))
+            print()
     if "throughput" in args.parts:
         made = None
         new = snapshot_checkout()
