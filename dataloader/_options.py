@@ -29,9 +29,13 @@ class LoaderOptions:
     timeout: float = 0.0
     preload: bool = False
     parallel_stream: bool = False
-    # Two batches per worker keep every worker busy while the consumer takes
-    # one, without holding much memory (PyTorch's default too).
-    prefetch_factor: int = 2
+    # Batches (messages of batches_per_message batches, if given) each worker makes ahead.
+    # None: two messages, which keep every worker busy while the consumer takes one without
+    # holding much memory (PyTorch's default of 2 batches), of batches sized as below.
+    prefetch_factor: int | None = None
+    # None: one batch per message where prefetch_factor is given (PyTorch's meaning, exactly),
+    # else as many as ~2 ms of a worker's work, measured (see _exec/grouping.py).
+    batches_per_message: int | None = None
     persistent_workers: bool = False
     multiprocessing_context: Any = None
     in_order: bool = True
@@ -60,7 +64,6 @@ class LoaderOptions:
             "timeout": check_timeout("timeout", self.timeout),
             "preload": check_bool("preload", self.preload),
             "parallel_stream": check_bool("parallel_stream", self.parallel_stream),
-            "prefetch_factor": check_positive_int("prefetch_factor", self.prefetch_factor),
             "persistent_workers": check_bool("persistent_workers", self.persistent_workers),
             "in_order": check_bool("in_order", self.in_order),
             "seed": check_optional_seed("seed", self.seed),
@@ -72,6 +75,10 @@ class LoaderOptions:
         }
         if self.shm_budget is not None:
             checked["shm_budget"] = check_positive_int("shm_budget", self.shm_budget, "It is a number of bytes.")
+        if self.prefetch_factor is not None:
+            checked["prefetch_factor"] = check_positive_int("prefetch_factor", self.prefetch_factor)
+        if self.batches_per_message is not None:
+            checked["batches_per_message"] = check_positive_int("batches_per_message", self.batches_per_message)
         if self.epoch_size is not None:
             checked["epoch_size"] = check_positive_int("epoch_size", self.epoch_size)
         for name, value in checked.items():
@@ -91,6 +98,18 @@ class LoaderOptions:
             raise ArgumentValueError(
                 "`buffer_on_request=True` needs a buffer; got buffer_size=0. Set buffer_size >= 1."
             )
+
+    @property
+    def messages_ahead(self) -> int:
+        """Messages of tasks each worker may have outstanding."""
+        return 2 if self.prefetch_factor is None else self.prefetch_factor
+
+    @property
+    def fixed_group(self) -> int | None:
+        """Tasks per message, or None where they are sized from measured batches."""
+        if self.batches_per_message is not None:
+            return self.batches_per_message
+        return None if self.prefetch_factor is None else 1
 
     def context(self) -> multiprocessing.context.BaseContext:
         """The multiprocessing context workers start from."""

@@ -94,6 +94,11 @@ def _kind(value: Any) -> str:
 
 def _collate(values: Sequence[Any], path: str) -> Any:
     """Collate the values found at ``path`` in every sample (one per sample)."""
+    natural = _NATURAL_DTYPES.get(type(values[0]))
+    if natural is not None:
+        column = _fast_column(values, natural)
+        if column is not None:
+            return column
     types = set(map(type, values))
     if len(types) == 1:  # one exact type: its bulk rule, if it has one, needs no checks per value
         fast = _fast_rule(values[0])
@@ -140,6 +145,30 @@ def _fast_numbers(values: Sequence[Any], path: str) -> np.ndarray | None:
 
 _PYTHON_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64),
                   complex: np.dtype(np.complex128)}
+# The dtype a column of numbers gets where they all have the first one's type: Python's
+# numbers and NumPy's number scalars (added as they are met).
+_NATURAL_DTYPES: dict[type, np.dtype] = dict(_PYTHON_DTYPES)
+for _scalar in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+                np.float16, np.float32, np.float64, np.complex64, np.complex128, np.bool_):
+    _NATURAL_DTYPES[_scalar] = np.dtype(_scalar)
+
+
+def _fast_column(values: Sequence[Any], natural: np.dtype) -> np.ndarray | None:
+    """A column of numbers whose first has ``natural`` dtype, by NumPy's own inference (one C
+    pass that also checks every value): kept only where it comes out 1-d in ``natural``.
+
+    What the full rules make of such values is ``np.asarray`` of them too (numbers of mixed
+    types, bools among ints) or the same stack of 0-d arrays, so the result is theirs. Where
+    NumPy infers anything else (a float among ints, an int past int64, a string, a list, an
+    object), or fails, the full rules decide, and word the error.
+    """
+    try:
+        column = np.asarray(values)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if column.dtype != natural or column.ndim != 1:
+        return None
+    return _alloc.adopt(column)
 
 
 def _fast_sequence(values: Sequence[Sequence[Any]], path: str) -> list[Any] | None:

@@ -333,6 +333,14 @@ class StreamSampler(Sampler):
         raise TypeError("StreamSampler has no length: a stream's length is unknown.")
 
 
+def yields_valid_indices(sampler: Any) -> bool:
+    """Whether ``sampler`` is one of ours (or ``Infinite`` over one), whose batches are fresh
+    lists of Python ints >= 0 (checked when it was built): the loader need not copy or check
+    them. A subclass may override ``sample()``, so it is not trusted."""
+    inner = sampler.sampler if type(sampler) is Infinite else sampler
+    return type(inner) in (SequentialSampler, RandomSampler, ReplacementSampler)
+
+
 def batches_from(sampler: Any, start: int) -> Iterator[list[int]]:
     """``iter(sampler)`` from batch ``start`` on: a :class:`MapSampler` never makes the batches
     before it; another sampler's are made and dropped."""

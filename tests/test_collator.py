@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 from collections import OrderedDict
 from types import MappingProxyType
 from typing import Any
@@ -524,7 +525,8 @@ def test_property_ragged_leaf_is_reported_by_path(data):
 ODD_LEAVES = st.one_of(
     st.integers(-(2**65), 2**65), st.floats(), st.booleans(), st.none(), st.text(max_size=2),
     st.binary(max_size=2), hnp.arrays(np.int64, ()), hnp.arrays(np.float32, (2,)),
-    st.sampled_from([np.int64(3), np.float32(1.5), np.uint64(2**64 - 1), np.bool_(True)]),
+    st.sampled_from([np.int64(3), np.float32(1.5), np.uint64(2**64 - 1), np.bool_(True), np.int32(7),
+                     np.float16(0.5), np.array(2.5, np.float32), np.array(4, np.uint64), [1.0]]),
 )
 
 
@@ -534,7 +536,18 @@ def full_rules_only() -> Any:
 
     from dataloader import collator as collator_module
 
-    return mock.patch.object(collator_module, "_fast_rule", lambda value: None)
+    return contextlib_all(
+        mock.patch.object(collator_module, "_fast_rule", lambda value: None),
+        mock.patch.object(collator_module, "_NATURAL_DTYPES", {}),
+    )
+
+
+@contextlib.contextmanager
+def contextlib_all(*managers: Any) -> Any:
+    with contextlib.ExitStack() as stack:
+        for manager in managers:
+            stack.enter_context(manager)
+        yield
 
 
 def outcome(samples: list) -> Any:

@@ -349,7 +349,7 @@ def test_folding_old_events_keeps_whole_epoch_counts_totals_and_means(events, ke
 
 
 @pytest.mark.parametrize("options", [pytest.param(dict(num_workers=0), id="serial"),
-                                     pytest.param(dict(num_workers=2), id="process")])
+                                     pytest.param(dict(num_workers=2, prefetch_factor=2), id="process")])
 def test_an_endless_epoch_records_in_bounded_memory(options, monkeypatch, no_leaks):
     """An Infinite sampler makes one epoch that never ends: its timings must not grow with it."""
     monkeypatch.setattr(monitor, "KEEP", 50)

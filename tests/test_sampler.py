@@ -21,6 +21,7 @@ from dataloader.sampler import (
     Sampler,
     SequentialSampler,
     StreamSampler,
+    yields_valid_indices,
 )
 
 FAST = settings(max_examples=60, deadline=None)
@@ -494,3 +495,26 @@ def test_replacement_only_draws_positive_weights(weights, bs, world, drop_last, 
     )
     assert all(weights[i] > 0 for i in flat(flat(ranks)))
     assert [len(b) for b in ranks] == [len(s) for s in samplers] == [len(samplers[0])] * world
+
+
+# -- which samplers the loader trusts with its indices ------------------------------------
+
+
+def test_our_samplers_are_trusted_to_give_fresh_non_negative_index_lists():
+    data = list(range(10))
+    for sampler in (SequentialSampler(data, batch_size=3), RandomSampler(data, batch_size=3, seed=1),
+                    ReplacementSampler(data, batch_size=3, seed=1), Infinite(RandomSampler(data, batch_size=3))):
+        assert yields_valid_indices(sampler)
+        batch = next(iter(sampler))
+        assert type(batch) is list and all(type(i) is int and i >= 0 for i in batch)
+
+
+def test_subclasses_and_samplers_of_your_own_are_checked():
+    class Shifted(RandomSampler):
+        def sample(self):
+            return super().sample() - 1  # may reach back to -1
+
+    data = list(range(10))
+    assert not yields_valid_indices(Shifted(data, batch_size=3))
+    assert not yields_valid_indices(Infinite(Shifted(data, batch_size=3)))
+    assert not yields_valid_indices([[0, 1], [-1, 2]])

@@ -7,7 +7,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .._stages.task import BatchTask
-from .._workers.messages import RunTask
+from .._workers.messages import RunTask, RunTasks
+from .grouping import GroupSize
 from .releases import Releases, released_to
 
 if TYPE_CHECKING:
@@ -19,9 +20,11 @@ if TYPE_CHECKING:
 class Dispatcher:
     """Sends an epoch's tasks to the least busy workers, within the prefetch limits.
 
-    A worker has at most ``prefetch_factor`` tasks outstanding, and the epoch at most
-    ``prefetch_factor * num_workers`` tasks in flight or made and not yet handed out: finished
-    batches waiting for a slow earlier one count, so they cannot pile up without bound.
+    Tasks go ``group.size`` to a message (one, or several small ones: see ``grouping.py``).
+    A worker has at most ``messages_ahead`` (``prefetch_factor``) messages' worth of tasks
+    outstanding, and the epoch at most ``messages_ahead * num_workers`` messages' worth in
+    flight or made and not yet handed out: finished batches waiting for a slow earlier one
+    count, so they cannot pile up without bound.
     When workers read their own stream shards, a worker whose stream has ended gets no more
     tasks, and the epoch ends when every worker's has; in a resumed epoch, each one's first task
     says how many batches of its shard to drop first (``skips``).
@@ -31,20 +34,22 @@ class Dispatcher:
         self,
         pool: WorkerPool | ThreadWorkerPool,
         tasks: Iterator[BatchTask],
-        prefetch_factor: int,
+        messages_ahead: int,
         releases: Releases,
         send: Callable[[Handle, Any], None],
         skips: dict[int, int] | None = None,
+        group: GroupSize | None = None,
     ) -> None:
         self._workers = pool.workers
         self._tasks = tasks
-        self._per_worker = prefetch_factor
-        self._limit = prefetch_factor * len(pool.workers)
+        self._per_worker = messages_ahead
+        self._limit = messages_ahead * len(pool.workers)
         self._releases = releases
         self._send = send
         self._rotation = itertools.cycle(range(len(pool.workers)))
         self._ended: set[int] = set()  # workers whose own stream has ended
         self._skips = dict(skips or {})  # worker id -> batches of its shard to drop first
+        self.group = group or GroupSize(1)
         self.exhausted = False  # no task left to send
         self.in_flight = 0  # sent this epoch, not yet answered
         self.ready = 0  # answered, not yet handed out
@@ -55,23 +60,29 @@ class Dispatcher:
         return self.exhausted and self.in_flight == 0
 
     def dispatch(self) -> None:
-        """Send tasks while there is room; each carries its worker's pending releases."""
-        while not self.exhausted and self.in_flight + self.ready < self._limit:
-            worker = self._least_busy()
+        """Send tasks while there is room; each message carries its worker's pending releases."""
+        while not self.exhausted:
+            size = self.group.size
+            if self.in_flight + self.ready + size > self._limit * size:
+                break
+            worker = self._least_busy(size)
             if worker is None:
                 break
-            task = self._next_task()
-            if task is None:
+            tasks = self._next_tasks(size)
+            if not tasks:
                 self.exhausted = True
                 break
             if self._skips:
-                task = replace(task, skip=self._skips.pop(worker.id, 0))
+                tasks[0] = replace(tasks[0], skip=self._skips.pop(worker.id, 0))
             released = self._releases.take(worker.id)
-            self._send(worker, RunTask(task, released))
+            message = RunTask(tasks[0], released) if len(tasks) == 1 else RunTasks(tuple(tasks), released)
+            self._send(worker, message)
             if released:
                 released_to(worker)
-            worker.outstanding[(task.epoch, task.index)] = task.indices
-            self.in_flight += 1
+            sent_with = (tasks[0].index, tasks[-1].index)  # for the timeout report
+            for task in tasks:
+                worker.outstanding[(task.epoch, task.index)] = (task.indices, sent_with)
+            self.in_flight += len(tasks)
 
     def handed_out(self) -> None:
         """A batch left the reorder buffer: its place goes to the next task."""
@@ -86,12 +97,16 @@ class Dispatcher:
         """A batch (or a failure in its place) is in the reorder buffer."""
         self.ready += 1
 
+    def measured(self, seconds: float, nbytes: int) -> None:
+        """A batch took ``seconds`` to make and ``nbytes`` to send: it sizes later messages."""
+        self.group.observe(seconds, nbytes)
+
     def stream_ended(self, worker_id: int) -> None:
         """The worker's own stream is exhausted: it gets no more tasks."""
         self._ended.add(worker_id)
 
-    def _least_busy(self) -> Handle | None:
-        """The open worker with the fewest outstanding tasks, if it has room for one more.
+    def _least_busy(self, size: int) -> Handle | None:
+        """The open worker with the fewest outstanding tasks, if it has room for ``size`` more.
         Ties go to a rotating start, so that work spreads evenly."""
         start = next(self._rotation)
         workers = self._workers[start:] + self._workers[:start]
@@ -102,7 +117,11 @@ class Dispatcher:
         # Among the least busy, one with segments to free: they ride on its task.
         released = self._releases.pending
         best = min(open_, key=lambda w: (len(w.outstanding), w.id not in released))
-        return best if len(best.outstanding) < self._per_worker else None
+        return best if len(best.outstanding) + size <= self._per_worker * size else None
 
-    def _next_task(self) -> BatchTask | None:
-        return next(self._tasks, None)
+    def _next_tasks(self, size: int) -> list[BatchTask]:
+        """Up to ``size`` tasks; fewer only at the end of the epoch."""
+        tasks = list(itertools.islice(self._tasks, size))
+        if len(tasks) < size:
+            self.exhausted = True
+        return tasks

@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._failure import Failure
-from .._workers.messages import BatchDone, BatchFailed, InitFailed, StreamEnded, WaitingForRoom
+from .._workers.messages import BatchDone, BatchFailed, InitFailed, Replies, StreamEnded, WaitingForRoom
 
 if TYPE_CHECKING:
     from .._transport.receiver import Receiver
@@ -56,14 +56,21 @@ class Inbox:
             self._releases.collect()
             return
         start = time.perf_counter()
-        self._reorder.put(message.index, self._receiver.decode(worker.id, message.payload), worker.id)
+        payload = message.payload
+        self._reorder.put(message.index, self._receiver.decode(worker.id, payload), worker.id)
         self._dispatcher.made()
         end = time.perf_counter()
         times = message.timings
+        if times is not None:
+            self._dispatcher.measured(times.collated - times.start, payload.nbytes)
         # Encoding in the worker plus decoding here; time spent queued in the socket
         # while the consumer was busy is not the transport's cost.
         cost = (end - start) + (max(0.0, message.sent - times.collated) if times and message.sent else 0.0)
         self._recorder.batch_made(worker.id, message.index, times, end, cost)
+
+    def _replies(self, worker: Handle, message: Replies) -> None:
+        for reply in message.messages:
+            self.handle(worker, reply)
 
     def _batch_failed(self, worker: Handle, message: BatchFailed) -> None:
         if self._answers_this_epoch(worker, message):
@@ -99,6 +106,7 @@ class Inbox:
 _HANDLERS: dict[type, Callable[[Inbox, Handle, Any], None]] = {
     BatchDone: Inbox._batch_done,
     BatchFailed: Inbox._batch_failed,
+    Replies: Inbox._replies,
     StreamEnded: Inbox._stream_ended,
     WaitingForRoom: Inbox._waiting_for_room,
     InitFailed: Inbox._init_failed,

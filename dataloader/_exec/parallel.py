@@ -27,6 +27,7 @@ from .._workers.pool import WorkerPool
 from .._workers.threads import ThreadWorkerPool
 from ..monitor import Recorder
 from .dispatch import Dispatcher
+from .grouping import GroupSize
 from .inbox import Inbox
 from .overflow import OverflowGrants
 from .releases import Releases
@@ -72,7 +73,8 @@ class ParallelExecutor(Stage):
         sender = Sender(pool)
         self._releases = Releases(pool, sender.send)
         self._dispatcher = Dispatcher(
-            pool, tasks, options.prefetch_factor, self._releases, sender.send, resume.workers if resume else None
+            pool, tasks, options.messages_ahead, self._releases, sender.send,
+            resume.workers if resume else None, GroupSize(options.fixed_group),
         )
         inbox = Inbox(pool.receiver, epoch, self._reorder, self._dispatcher, self._releases, self._recorder)
         self._waiter = Waiter(pool, inbox, self._releases, OverflowGrants(pool.workers, sender.send))

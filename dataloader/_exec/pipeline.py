@@ -211,7 +211,10 @@ class Pipeline:
         if self.source.reads_stream_here:
             tasks = timed_reads(tasks, recorder.read)
         if options.num_workers == 0:
-            maker = BatchMaker(spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True)
+            maker = BatchMaker(
+                spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True,
+                check_indices=not self.source.indices_checked,
+            )
             return SerialExecutor(tasks, maker, recorder, owner=self)
         pool = self._persistent_pool()
         owns_pool = pool is None

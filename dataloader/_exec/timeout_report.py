@@ -25,9 +25,11 @@ def timeout_error(pool: WorkerPool | ThreadWorkerPool, timeout: float) -> Loader
 
 
 def _busy(pool: WorkerPool | ThreadWorkerPool, worker: Handle) -> str:
-    (_, index), indices = next(iter(worker.outstanding.items()))
+    (_, index), (indices, (first, last)) = next(iter(worker.outstanding.items()))
     what = f"indices {indices}" if indices is not None else "its stream"
+    # Batches sent in one message are answered together: the worker may be past the first.
+    later = f", or a later batch of the message it came in (batches {first}-{last})" if last > index else ""
     return (
-        f"{worker.label} has been making batch {index} from {what}; "
+        f"{worker.label} has been making batch {index} from {what}{later}; "
         f"its stack:\n{pool.stack(worker).rstrip() or '(unavailable)'}"
     )

@@ -30,10 +30,12 @@ class StageTimes(NamedTuple):
     samples: int
 
 
-def fetch(dataset: Any, indices: list[int]) -> list[Any] | Collated:
+def fetch(dataset: Any, indices: list[int], check: bool = True) -> list[Any] | Collated:
     """Read the samples at ``indices``; datasets with ``__getitems__`` read in one call,
-    which may return the whole batch already collated (:class:`~dataloader.Collated`)."""
-    _check_not_negative(indices)
+    which may return the whole batch already collated (:class:`~dataloader.Collated`).
+    ``check=False`` for indices known to be >= 0 (from one of our samplers)."""
+    if check:
+        _check_not_negative(indices)
     return read_samples(dataset, indices)
 
 
@@ -65,7 +67,7 @@ def _transform(transform: Any, samples: list) -> list:
     return [transform.apply(sample) for sample in samples]
 
 
-def _read(dataset: Any, task: BatchTask) -> list | Collated:
+def _read(dataset: Any, task: BatchTask, check: bool) -> list | Collated:
     if task.samples is not None:
         # A stream that yields whole batches: each task carries one Collated.
         if len(task.samples) == 1 and isinstance(task.samples[0], Collated):
@@ -73,7 +75,7 @@ def _read(dataset: Any, task: BatchTask) -> list | Collated:
         return task.samples
     if task.jobs is not None:
         return [job() for job in task.jobs]
-    return fetch(dataset, task.indices)
+    return fetch(dataset, task.indices, check)
 
 
 @dataclass
@@ -91,6 +93,8 @@ class BatchMaker:
     restore_random_state: bool = False
     # False in thread workers: global random state is shared by every thread.
     seed_globals: bool = True
+    # False where the indices come from one of our samplers, which never gives a negative one.
+    check_indices: bool = True
     # The stage running now, named in a worker's error message. Read it from outside; only
     # the maker writes it (mark_stage names the stages around a batch).
     stage: str = "fetch"
@@ -131,7 +135,7 @@ class BatchMaker:
     def _make(self, task: BatchTask) -> Any:
         start = perf_counter()
         self.stage = "fetch"
-        samples = _read(self.dataset, task)
+        samples = _read(self.dataset, task, self.check_indices)
         if isinstance(samples, Collated):
             if self._takes_collated:
                 now = perf_counter()

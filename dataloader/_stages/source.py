@@ -29,7 +29,7 @@ from typing import Any, Iterator
 from .._validate import warn_argument
 from ..callable_source import CallableSource
 from ..errors import ArgumentTypeError, ArgumentValueError, ResumeWarning
-from ..sampler import batches_from, sampler_state
+from ..sampler import batches_from, sampler_state, yields_valid_indices
 from .consumer import Reassemble
 from .kinds import is_stream
 from .position import PositionLog, Resume
@@ -62,6 +62,7 @@ class Source:
     worker_batch_size: int | None = None
     worker_restart: bool = False
     reads_stream_here: bool = False
+    indices_checked = False  # True: every task's indices are known to be >= 0 (our samplers)
     notes_tokens = False  # True: it keeps a token per batch, pruned by forget_before()
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
@@ -104,6 +105,7 @@ class MapSource(Source):
     def __init__(self, sampler: Any) -> None:
         self.sampler = sampler
         self._started: dict[int, Any] = {}  # epoch -> the sampler's state as it began
+        self.indices_checked = yields_valid_indices(sampler)
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         start = 0
@@ -112,9 +114,10 @@ class MapSource(Source):
                 self.sampler.load_state_dict(resume.token["sampler"])
             start = resume.low
         self._started[epoch] = sampler_state(self.sampler)
+        fresh = self.indices_checked  # our samplers' lists are new, and lists: no copy
         for index, indices in enumerate(batches_from(self.sampler, start), start):
             if resume is None or index not in resume.above:
-                yield BatchTask(epoch, index, indices=index_list(indices, index))
+                yield BatchTask(epoch, index, indices=indices if fresh else index_list(indices, index))
 
     def length(self) -> int | None:
         return len(self.sampler)
@@ -334,6 +337,7 @@ class FixedEpochs(Source):
         # Workers reading their own streams keep them open across epochs, restarting at the end.
         self.worker_restart = inner.worker_batch_size is not None
         self.reads_stream_here = inner.reads_stream_here
+        self.indices_checked = inner.indices_checked
         self._feed: Iterator[BatchTask] | None = None
         self._log = PositionLog()
         self._after_last: tuple[int, int] | None = None  # (pass, inner index) after the latest task

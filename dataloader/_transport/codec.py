@@ -35,12 +35,17 @@ class InlineBatch:
     meta: bytes | Plain
     buffers: tuple[bytearray, ...]
 
+    @property
+    def nbytes(self) -> int:
+        return sum(len(buffer) for buffer in self.buffers)
+
 
 @dataclass(frozen=True)
 class LocalBatch:
     """A batch made by a thread worker: the object itself, nothing copied or pickled."""
 
     value: Any
+    nbytes = 0  # nothing is copied
 
 
 @dataclass(frozen=True)

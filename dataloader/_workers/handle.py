@@ -21,7 +21,8 @@ class Handle:
 
     id: int
     conn: Any
-    # Tasks sent to this worker and not yet answered, oldest first: (epoch, index) -> indices.
+    # Tasks sent to this worker and not yet answered, oldest first: (epoch, index) -> (indices,
+    # (first, last) batch index of the message it was sent in).
     outstanding: dict = field(default_factory=dict, kw_only=True)
     # Set while the worker waits for shared-memory room (a WaitingForRoom message).
     waiting: Any = field(default=None, kw_only=True)

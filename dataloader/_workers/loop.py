@@ -45,7 +45,9 @@ from .messages import (
     InitFailed,
     Overflow,
     ReleaseSegments,
+    Replies,
     RunTask,
+    RunTasks,
     SegmentCreated,
     SegmentRetired,
     Shutdown,
@@ -79,6 +81,12 @@ class WorkerBoot:
     close_fds: tuple[int, ...]
     # Fixed-size epochs: the worker's stream carries on across epochs, restarting when it ends.
     restart_stream: bool = False
+    # The loader has a seed: random, numpy.random and torch are seeded per batch (7 us), so a
+    # batch's draws do not depend on the worker. Without one, once, at start (batch_rng() is
+    # still seeded per batch).
+    seed_each_batch: bool = True
+    # False where the tasks' indices come from one of our samplers (none is negative).
+    check_indices: bool = True
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,10 @@ class WorkerLoop:
         self.pid = os.getpid()
         # Thread workers share the process's global random state, so only
         # batch_rng() is seeded for them (per thread).
-        self.maker = BatchMaker(boot.dataset, boot.transform, boot.collator, boot.seed, seed_globals=not local)
+        self.maker = BatchMaker(
+            boot.dataset, boot.transform, boot.collator, boot.seed,
+            seed_globals=not local and boot.seed_each_batch, check_indices=boot.check_indices,
+        )
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
         # Work read ahead of its turn while looking for releases: tasks, or other messages.
         self.pending: collections.deque = collections.deque()
@@ -173,6 +184,7 @@ class WorkerLoop:
         self.expected = 0  # bytes of the largest shared batch so far: the next arena's size
         self.heard = 0  # messages read that freed segments (see WaitingForRoom.heard)
         self.skeletons = SkeletonNames()  # batch structures already described to the main process
+        self._replies: list | None = None  # answers held for one Replies while running a RunTasks
         self.shard = (
             ShardReader(boot.dataset, boot.stream_batch_size, boot.restart_stream)
             if boot.stream_batch_size is not None
@@ -202,9 +214,34 @@ class WorkerLoop:
             work = self.pending.popleft() if self.pending else self._free(self.conn.recv())[1]
             if isinstance(work, BatchTask):
                 self._run(work)
+            elif isinstance(work, tuple):
+                self._run_all(work)
             elif isinstance(work, Shutdown):
                 return
             # None (the message only freed segments) or a late Overflow (the room came first).
+
+    def _run_all(self, tasks: tuple[BatchTask, ...]) -> None:
+        """Make the tasks of one :class:`RunTasks` and answer them in one :class:`Replies`."""
+        self._replies = []
+        try:
+            for task in tasks:
+                self._run(task)
+        finally:
+            self._send_replies()
+            self._replies = None
+
+    def _reply(self, message: Any) -> None:
+        """Answer a task: at once, or with the rest of its :class:`RunTasks`."""
+        if self._replies is None:
+            self.conn.send(message)
+        else:
+            self._replies.append(message)
+
+    def _send_replies(self) -> None:
+        """Send the answers held so far (before blocking, the main process may need them)."""
+        if self._replies:
+            self.conn.send(Replies(tuple(self._replies)))
+            self._replies.clear()
 
     def _run(self, task: BatchTask) -> None:
         if self.local:
@@ -216,14 +253,14 @@ class WorkerLoop:
                 batch = self._make(task)
             if batch is _ENDED:
                 self._give_back(allocator)
-                self.conn.send(StreamEnded(task.epoch, task.index))
+                self._reply(StreamEnded(task.epoch, task.index))
                 return
             self.maker.mark_stage("transport")
             meta, raws = split(batch, self.skeletons)
             del batch
         except Exception as error:
             self._give_back(allocator)
-            self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
+            self._reply(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
             return
         try:
             if (allocator is None or allocator.segment is None) and not fits_inline(raws):
@@ -233,24 +270,24 @@ class WorkerLoop:
                 payload = self._wait_for_room(meta, raws, allocator)
         except Exception as error:  # e.g. no memory left for a segment
             self._give_back(allocator)
-            self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, "transport")))
+            self._reply(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, "transport")))
             return
         if isinstance(payload, SharedBatch):
             self.expected = max(self.expected, payload.nbytes)
         sent = time.perf_counter()
-        self.conn.send(BatchDone(task.epoch, task.index, payload, self.maker.timings, sent))
+        self._reply(BatchDone(task.epoch, task.index, payload, self.maker.timings, sent))
 
     def _run_local(self, task: BatchTask) -> None:
         try:
             batch = self._make(task)
         except Exception as error:
-            self.conn.send(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
+            self._reply(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
             return
         if batch is _ENDED:
-            self.conn.send(StreamEnded(task.epoch, task.index))
+            self._reply(StreamEnded(task.epoch, task.index))
         else:
             timings = self.maker.timings
-            self.conn.send(BatchDone(task.epoch, task.index, LocalBatch(batch), timings, timings.collated))
+            self._reply(BatchDone(task.epoch, task.index, LocalBatch(batch), timings, timings.collated))
 
     def _make(self, task: BatchTask) -> Any:
         if self.shard is None:
@@ -290,6 +327,8 @@ class WorkerLoop:
         """
         if isinstance(message, RunTask):
             return self._release(message.released), message.task
+        if isinstance(message, RunTasks):
+            return self._release(message.released), message.tasks
         if isinstance(message, ReleaseSegments):
             return self._release(message.segment_ids), None
         return False, message
@@ -307,6 +346,7 @@ class WorkerLoop:
 
     def _wait_for_room(self, meta: bytes, raws: list, allocator: BumpAllocator | None) -> Any:
         """Block until the user drops a batch, or the main process says to send it inline."""
+        self._send_replies()  # the main process may be waiting for one of them
         self.conn.send(
             WaitingForRoom(sum(r.nbytes for r in raws), self.pool.reserved, self.pool.budget, self.heard)
         )

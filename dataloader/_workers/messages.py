@@ -1,9 +1,11 @@
 """The worker protocol: typed messages, never bare tuples.
 
-Main -> worker: :class:`RunTask`, :class:`ReleaseSegments`, :class:`Overflow`, :class:`Shutdown`.
+Main -> worker: :class:`RunTask` (or :class:`RunTasks`), :class:`ReleaseSegments`,
+:class:`Overflow`, :class:`Shutdown`.
 Worker -> main: :class:`Started`, :class:`SegmentCreated` (its descriptor follows on the
 socket), :class:`SegmentRetired`, :class:`BatchDone`, :class:`BatchFailed`,
-:class:`StreamEnded`, :class:`WaitingForRoom`, :class:`InitFailed`.
+:class:`StreamEnded` (or the three of a :class:`RunTasks` in one :class:`Replies`),
+:class:`WaitingForRoom`, :class:`InitFailed`.
 
 Frozen dataclasses without ``__slots__``: a slotted dataclass pickles through a
 walk over its fields that costs twice as much, on every message both ways.
@@ -12,6 +14,7 @@ walk over its fields that costs twice as much, on every message both ways.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .._stages.batch import StageTimes
 from .._stages.task import BatchTask
@@ -23,6 +26,16 @@ from .remote_error import RemoteError
 class RunTask:
     task: BatchTask
     # Segments the user dropped since the last message, so one send does both.
+    released: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunTasks:
+    """Several consecutive tasks in one message, for batches so small that a message and a
+    wake-up per batch would cost more than making it. The worker makes them in order and
+    answers them all in one :class:`Replies`."""
+
+    tasks: tuple[BatchTask, ...]
     released: tuple[int, ...] = ()
 
 
@@ -86,6 +99,14 @@ class StreamEnded:
 
     epoch: int
     index: int
+
+
+@dataclass(frozen=True)
+class Replies:
+    """The answers to one :class:`RunTasks` (:class:`BatchDone`, :class:`BatchFailed`,
+    :class:`StreamEnded`), in task order; sent early, in part, before the worker blocks."""
+
+    messages: tuple[Any, ...]
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ copies its table of reducers on every call. The protocol's messages need none
 of those reducers (segment descriptors travel beside them, with
 ``send_handle``), so plain pickle carries them.
 
-The three messages sent for every batch (:class:`RunTask`,
-:class:`BatchDone`, :class:`ReleaseSegments`) travel as a tuple of built-in
-values tagged by kind and are rebuilt on arrival. Pickling a tree of
+The messages sent for every batch (:class:`RunTask`, :class:`BatchDone`,
+:class:`ReleaseSegments`, and for small batches :class:`RunTasks` and
+:class:`Replies`, which carry several) travel as a tuple of built-in values
+tagged by kind and are rebuilt on arrival. Pickling a tree of
 dataclasses looks up every class by name and builds every instance from a
 state dict: 7-11 us a message each way, against 1-3 us for the tuple plus the
 rebuild. The other messages, and tasks or batches of unusual kinds, are
@@ -24,10 +25,10 @@ from .._stages.batch import StageTimes
 from .._stages.task import BatchTask
 from .._transport.codec import InlineBatch, SharedBatch
 from .._transport.skeleton import Plain
-from .messages import BatchDone, ReleaseSegments, RunTask
+from .messages import BatchDone, ReleaseSegments, Replies, RunTask, RunTasks
 
 # Tags of the compact forms. A message object is never a tuple, so a tuple is one of these.
-_TASK, _SHARED, _INLINE, _RELEASE = range(4)
+_TASK, _SHARED, _INLINE, _RELEASE, _TASKS, _REPLIES = range(6)
 
 
 class Wire:
@@ -57,8 +58,15 @@ def _compact(message: Any) -> Any:
     kind = type(message)
     if kind is RunTask:
         task = message.task
-        if task.samples is None and task.jobs is None and task.chunk is None and not task.skip:
+        if _plain(task):
             return (_TASK, task.epoch, task.index, task.indices, message.released)
+    elif kind is RunTasks:
+        tasks = message.tasks
+        epoch = tasks[0].epoch
+        if all(_plain(task) and task.epoch == epoch for task in tasks):
+            return (_TASKS, epoch, [(task.index, task.indices) for task in tasks], message.released)
+    elif kind is Replies:
+        return (_REPLIES, [_compact(reply) for reply in message.messages])
     elif kind is BatchDone:
         payload, timings = message.payload, message.timings
         times = None if timings is None else tuple(timings)
@@ -74,12 +82,22 @@ def _compact(message: Any) -> Any:
     return message
 
 
+def _plain(task: BatchTask) -> bool:
+    """A map dataset's task: an epoch, an index and the sample indices, nothing else."""
+    return task.samples is None and task.jobs is None and task.chunk is None and not task.skip
+
+
 def _expand(compact: tuple) -> Any:
     """The message a tuple from :func:`_compact` stands for."""
     tag = compact[0]
     if tag == _TASK:
         _, epoch, index, indices, released = compact
         return RunTask(BatchTask(epoch, index, indices), released)
+    if tag == _TASKS:
+        _, epoch, tasks, released = compact
+        return RunTasks(tuple(BatchTask(epoch, index, indices) for index, indices in tasks), released)
+    if tag == _REPLIES:
+        return Replies(tuple(_expand(reply) if type(reply) is tuple else reply for reply in compact[1]))
     if tag == _RELEASE:
         return ReleaseSegments(compact[1])
     if tag == _SHARED:

@@ -21,8 +21,9 @@ class BenchConfig:
     # Each run lasts this long after its warm-up batches: ~100 decode batches, and 5 reps of
     # the 47 runs of all workloads take ~5.5 minutes.
     seconds: float = 1.5
-    # PyTorch's default; both loaders get the same.
-    prefetch_factor: int = 2
+    # None: each loader's default (PyTorch's 2 batches per worker; ours, two messages of
+    # batches sized from measured ones). An integer: both get it, with its PyTorch meaning.
+    prefetch_factor: int | None = None
     use_torch: bool = True
     # Smaller datasets (fewer JPEGs to encode, a smaller memcpy buffer) for smoke runs.
     small: bool = False
@@ -55,7 +56,7 @@ class BenchConfig:
             raise ValueError(
                 f"patience and quiet_wait must be >= 0; got {self.patience}, {self.quiet_wait}."
             )
-        if self.reps < 1 or self.seconds <= 0 or self.prefetch_factor < 1:
+        if self.reps < 1 or self.seconds <= 0 or (self.prefetch_factor is not None and self.prefetch_factor < 1):
             raise ValueError(
                 f"reps and prefetch_factor must be >= 1 and seconds > 0; got {self.reps}, "
                 f"{self.prefetch_factor}, {self.seconds}."
@@ -65,6 +66,11 @@ class BenchConfig:
     def quick(cls, **overrides: Any) -> "BenchConfig":
         """A smoke run: one short repetition on small datasets (about 15 s)."""
         return cls(**{"reps": 1, "seconds": 0.25, "small": True, "patience": 0.0, **overrides})
+
+    @property
+    def torch_prefetch_factor(self) -> int:
+        """PyTorch's ``prefetch_factor`` in these runs (its default where none is set)."""
+        return 2 if self.prefetch_factor is None else self.prefetch_factor
 
     def workers_for(self, workload: str) -> tuple[int, ...]:
         """The num_workers values ``workload`` runs with: its own, or the configured ones."""

@@ -142,7 +142,7 @@ def open_ours(dataset: Dataset, batch_size: int, workers: int, config: "BenchCon
 
 
 def open_torch(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
-    loader = torch_loader(dataset, batch_size, workers, config.seed, config.prefetch_factor,
+    loader = torch_loader(dataset, batch_size, workers, config.seed, config.torch_prefetch_factor,
                           persistent_workers=False)
     return iter(loader), None
 

@@ -157,7 +157,7 @@ def _quiet_group(measure_group: Callable[[], list[Measurement]], config: BenchCo
 
 def _warmup(config: BenchConfig, workers: int) -> int:
     # Enough warm-up batches to drain what the prefetch queue built up during start-up.
-    return 2 * config.prefetch_factor * max(1, workers) + 1
+    return 2 * config.torch_prefetch_factor * max(1, workers) + 1
 
 
 def _measure_one(

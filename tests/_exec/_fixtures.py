@@ -46,6 +46,21 @@ def read_lines(path: str) -> list[str]:
 # -- map datasets --------------------------------------------------------------
 
 
+def settled_batches(log: str, batch_size: int, quiet: float = 0.5, limit: float = 10.0) -> set[int]:
+    """The batches whose first sample a :class:`LoggingDataset` logged, once the log has
+    stopped growing for ``quiet`` s (at most ``limit`` s)."""
+    deadline = time.monotonic() + limit
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = {int(line.split()[0]) // batch_size for line in read_lines(log)}
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+        time.sleep(0.02)
+    return last or set()
+
+
 class NestedDataset(Dataset):
     """Sample ``i``: a dict holding an image, a tuple with a namedtuple inside, a label and a name.
 

@@ -40,6 +40,7 @@ from ._fixtures import (
     WhoAmIDataset,
     read_lines,
     record_init,
+    settled_batches as _settled,
 )
 
 SMALL = (3, 8, 8)  # 4 samples: ~1 KiB per batch, far below the inline limit
@@ -273,24 +274,6 @@ def test_in_order_waits_for_a_slow_batch(no_leaks, tmp_path):
 
 
 # -- prefetch_factor -------------------------------------------------------------
-
-
-def _started_batches(log: str, batch_size: int) -> set[int]:
-    return {int(line.split()[0]) // batch_size for line in read_lines(log)}
-
-
-def _settled(log: str, batch_size: int, quiet: float = 0.5, limit: float = 10.0) -> set[int]:
-    """The batches started once the log has stopped growing for ``quiet`` s."""
-    deadline = time.monotonic() + limit
-    last, since = None, time.monotonic()
-    while time.monotonic() < deadline:
-        now = _started_batches(log, batch_size)
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            break
-        time.sleep(0.02)
-    return last or set()
 
 
 @pytest.mark.parametrize("num_workers, prefetch_factor", [(1, 1), (2, 2), (2, 3), (3, 1)])

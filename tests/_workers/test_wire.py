@@ -18,8 +18,11 @@ from dataloader._transport.skeleton import SkeletonNames
 from dataloader._workers.messages import (
     BatchDone,
     BatchFailed,
+    StreamEnded,
     ReleaseSegments,
+    Replies,
     RunTask,
+    RunTasks,
     SegmentCreated,
     Shutdown,
     WaitingForRoom,
@@ -55,6 +58,12 @@ def _messages() -> list:
         BatchDone(3, 9, SharedBatch(0, meta, ((0, 24), (64, 16))), times, 5.0),
         BatchDone(3, 10, InlineBatch(b"pickled", (bytearray(b"\x01\x02"),)), times, 6.0),
         BatchFailed(3, 11, remote),
+        RunTasks((BatchTask(3, 12, indices=[1, 2]), BatchTask(3, 13, indices=[3])), released=(5,)),
+        Replies((
+            BatchDone(3, 12, InlineBatch(b"pickled", (bytearray(b"\x03"),)), times, 7.0),
+            BatchFailed(3, 13, remote),
+            StreamEnded(3, 14),
+        )),
         WaitingForRoom(100, 200, 300, 4),
         Shutdown(),
     ]
@@ -73,6 +82,7 @@ def test_every_kind_of_message_arrives_equal_and_in_order(wires, monkeypatch):
     received = [there.recv() for _ in sent]
     assert received == sent
     assert received[4].error.rebuild().args == ("sample 7 is missing",)
+    assert received[6].messages[1].error.rebuild().args == ("sample 7 is missing",)
 
 
 def test_a_descriptor_passes_between_messages(wires, tmp_path):
@@ -128,6 +138,9 @@ def _steady_messages() -> list:
         ReleaseSegments((1, 4)),
         BatchDone(3, 9, SharedBatch(0, meta, ((0, 24), (64, 16))), times, 5.0),
         BatchDone(3, 10, InlineBatch(meta, (bytearray(24), bytearray(16))), None, None),
+        RunTasks(tuple(BatchTask(3, k, indices=list(range(k, k + 8))) for k in range(4)), released=(7,)),
+        Replies(tuple(BatchDone(3, k, InlineBatch(meta, (bytearray(24), bytearray(16))), times, 5.0)
+                      for k in range(4))),
     ]
 
 
@@ -145,10 +158,12 @@ def test_per_batch_messages_travel_without_classes(message):
         RunTask(BatchTask(0, 1, samples=[b"raw", 2])),  # a stream sample read by the main process
         RunTask(BatchTask(0, 2, indices=[4, 5], chunk=(1, 2, 0))),  # part of a split batch
         RunTask(BatchTask(0, 3)),  # parallel_stream: the worker reads its own shard
+        RunTasks((BatchTask(0, 6, samples=[1]), BatchTask(0, 7, samples=[2]))),  # stream samples
+        RunTasks((BatchTask(0, 8, indices=[1]), BatchTask(1, 0, indices=[2]))),  # two epochs
         BatchDone(0, 4, SharedBatch(1, b"pickled meta", ((0, 8),)), None, None),
         BatchDone(0, 5, InlineBatch(Plain(0, ((2,),), _skeleton()), (bytearray(16),)), None, 1.0),
     ],
-    ids=["samples", "chunk", "shard", "pickled-meta", "skeleton-in-full"],
+    ids=["samples", "chunk", "shard", "grouped-samples", "grouped-epochs", "pickled-meta", "skeleton-in-full"],
 )
 def test_unusual_tasks_and_batches_arrive_equal(wires, message):
     here, there = wires
