@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._stages.task import listed
 from ..errors import LoaderTimeoutError
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ def timeout_error(pool: WorkerPool | ThreadWorkerPool, timeout: float) -> Loader
 
 def _busy(pool: WorkerPool | ThreadWorkerPool, worker: Handle) -> str:
     (_, index), (indices, (first, last)) = next(iter(worker.outstanding.items()))
-    what = f"indices {indices}" if indices is not None else "its stream"
+    what = f"indices {listed(indices)}" if indices is not None else "its stream"
     # Batches sent in one message are answered together: the worker may be past the first.
     later = f", or a later batch of the message it came in (batches {first}-{last})" if last > index else ""
     return (

@@ -17,7 +17,7 @@ from ..dataset import Collated, read_samples
 from ..errors import ArgumentValueError
 from ..transform import PseudoTransform
 from .seeding import batch_seed, seed_all, seeded_then_restored
-from .task import BatchTask, Chunk
+from .task import BatchTask, Chunk, listed
 
 
 class StageTimes(NamedTuple):
@@ -30,10 +30,11 @@ class StageTimes(NamedTuple):
     samples: int
 
 
-def fetch(dataset: Any, indices: list[int], check: bool = True) -> list[Any] | Collated:
+def fetch(dataset: Any, indices: Any, check: bool = True) -> list[Any] | Collated:
     """Read the samples at ``indices``; datasets with ``__getitems__`` read in one call,
     which may return the whole batch already collated (:class:`~dataloader.Collated`).
     ``check=False`` for indices known to be >= 0 (from one of our samplers)."""
+    indices = listed(indices)
     if check:
         _check_not_negative(indices)
     return read_samples(dataset, indices)

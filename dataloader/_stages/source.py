@@ -114,8 +114,10 @@ class MapSource(Source):
                 self.sampler.load_state_dict(resume.token["sampler"])
             start = resume.low
         self._started[epoch] = sampler_state(self.sampler)
-        fresh = self.indices_checked  # our samplers' lists are new, and lists: no copy
-        for index, indices in enumerate(batches_from(self.sampler, start), start):
+        # Our samplers' batches need no copy: int64 arrays (sent to workers as bytes, made
+        # Python ints where the dataset is read) or, through Infinite, new lists.
+        fresh = self.indices_checked
+        for index, indices in enumerate(batches_from(self.sampler, start, arrays=fresh), start):
             if resume is None or index not in resume.above:
                 yield BatchTask(epoch, index, indices=indices if fresh else index_list(indices, index))
 

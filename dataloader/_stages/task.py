@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class BatchTask:
@@ -23,7 +25,8 @@ class BatchTask:
 
     epoch: int
     index: int
-    indices: list[int] | None = None
+    # A list, or an int64 array from one of our samplers (see listed()).
+    indices: list[int] | np.ndarray | None = None
     samples: list[Any] | None = None
     jobs: list[Callable[[], Any]] | None = None
     chunk: tuple[int, int, int] | None = None
@@ -39,3 +42,9 @@ class Chunk:
     parts: int
     index: int
     samples: list[Any]
+
+
+def listed(indices: Any) -> Any:
+    """A task's indices as the dataset and the error messages see them: a list of Python ints
+    (our samplers' int64 arrays converted), or as they are."""
+    return indices.tolist() if type(indices) is np.ndarray else indices

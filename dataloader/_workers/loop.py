@@ -34,7 +34,7 @@ from .._local import set_worker_info
 from .._stages.batch import BatchMaker
 from .._stages.seeding import seed_all
 from .._stages.shard import ShardReader
-from .._stages.task import BatchTask
+from .._stages.task import BatchTask, listed
 from .._transport.arena import BumpAllocator, Segment, SegmentPool
 from .._transport.codec import LocalBatch, SharedBatch, fits_inline, inline, pack, split
 from .._transport.skeleton import SkeletonNames
@@ -369,8 +369,8 @@ class WorkerLoop:
     def _retire(self, segment_id: int) -> None:
         self.conn.send(SegmentRetired(segment_id))
 
-    def _capture(self, error: BaseException, indices: list | None, stage: str) -> RemoteError:
-        return RemoteError.capture(error, self.boot.worker_id, self.pid, indices, stage)
+    def _capture(self, error: BaseException, indices: Any, stage: str) -> RemoteError:
+        return RemoteError.capture(error, self.boot.worker_id, self.pid, listed(indices), stage)
 
 
 _ENDED = object()

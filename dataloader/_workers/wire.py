@@ -21,6 +21,8 @@ import pickle
 from multiprocessing.connection import Connection
 from typing import Any
 
+import numpy as np
+
 from .._stages.batch import StageTimes
 from .._stages.task import BatchTask
 from .._transport.codec import InlineBatch, SharedBatch
@@ -59,12 +61,12 @@ def _compact(message: Any) -> Any:
     if kind is RunTask:
         task = message.task
         if _plain(task):
-            return (_TASK, task.epoch, task.index, task.indices, message.released)
+            return (_TASK, task.epoch, task.index, _indices_out(task.indices), message.released)
     elif kind is RunTasks:
         tasks = message.tasks
         epoch = tasks[0].epoch
         if all(_plain(task) and task.epoch == epoch for task in tasks):
-            return (_TASKS, epoch, [(task.index, task.indices) for task in tasks], message.released)
+            return (_TASKS, epoch, [(task.index, _indices_out(task.indices)) for task in tasks], message.released)
     elif kind is Replies:
         return (_REPLIES, [_compact(reply) for reply in message.messages])
     elif kind is BatchDone:
@@ -82,6 +84,16 @@ def _compact(message: Any) -> Any:
     return message
 
 
+def _indices_out(indices: Any) -> Any:
+    """A list as it is; our samplers' int64 array as its bytes (0.2 us to pickle against 2.5
+    for 256 ints as a list, and the worker makes the ints only where the dataset reads them)."""
+    return indices.tobytes() if type(indices) is np.ndarray else indices
+
+
+def _indices_in(indices: Any) -> Any:
+    return np.frombuffer(indices, np.int64) if type(indices) is bytes else indices
+
+
 def _plain(task: BatchTask) -> bool:
     """A map dataset's task: an epoch, an index and the sample indices, nothing else."""
     return task.samples is None and task.jobs is None and task.chunk is None and not task.skip
@@ -92,10 +104,10 @@ def _expand(compact: tuple) -> Any:
     tag = compact[0]
     if tag == _TASK:
         _, epoch, index, indices, released = compact
-        return RunTask(BatchTask(epoch, index, indices), released)
+        return RunTask(BatchTask(epoch, index, _indices_in(indices)), released)
     if tag == _TASKS:
         _, epoch, tasks, released = compact
-        return RunTasks(tuple(BatchTask(epoch, index, indices) for index, indices in tasks), released)
+        return RunTasks(tuple(BatchTask(epoch, index, _indices_in(indices)) for index, indices in tasks), released)
     if tag == _REPLIES:
         return Replies(tuple(_expand(reply) if type(reply) is tuple else reply for reply in compact[1]))
     if tag == _RELEASE:

@@ -28,12 +28,21 @@ from dataloader._stages.source import (
     build_source,
 )
 from dataloader._stages.kinds import checked_sampler
+from dataloader._stages.task import listed
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError, LoaderTimeoutError
 
 
 def test_map_source_numbers_batches_and_copies_indices():
     tasks = list(MapSource([[3, 1], [2]]).tasks(epoch=4))
     assert [(t.epoch, t.index, t.indices, t.samples) for t in tasks] == [(4, 0, [3, 1], None), (4, 1, [2], None)]
+
+
+def test_map_source_hands_our_samplers_batches_on_as_int64_arrays():
+    data = ArrayDataset(list(range(7)))
+    tasks = list(MapSource(SequentialSampler(data, batch_size=3)).tasks(epoch=0))
+    assert all(type(t.indices) is np.ndarray and t.indices.dtype == np.int64 for t in tasks)
+    assert [listed(t.indices) for t in tasks] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert all(type(i) is int for t in tasks for i in listed(t.indices))
 
 
 @settings(max_examples=60, deadline=None)
@@ -105,7 +114,7 @@ class Count(StreamDataset):
 
 
 def _payloads(tasks):
-    return [t.indices if t.indices is not None else t.samples for t in tasks]
+    return [listed(t.indices) if t.indices is not None else t.samples for t in tasks]
 
 
 def test_build_source_picks_one_kind_per_dataset_and_options():

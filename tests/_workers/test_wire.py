@@ -169,3 +169,17 @@ def test_unusual_tasks_and_batches_arrive_equal(wires, message):
     here, there = wires
     here.send(message)
     assert there.recv() == message
+
+
+def test_our_samplers_index_arrays_travel_as_bytes_and_arrive_as_int64_arrays():
+    indices = np.arange(5, 261, dtype=np.int64)
+    for message in (RunTask(BatchTask(0, 1, indices=indices), released=(2,)),
+                    RunTasks((BatchTask(0, 1, indices=indices), BatchTask(0, 2, indices=indices[:3])))):
+        payload = pickle.dumps(_compact(message), protocol=pickle.HIGHEST_PROTOCOL)
+        assert _classes_named(payload) == []
+        assert len(payload) < indices.nbytes + 200  # 8 bytes an index, not a pickled int each
+        tasks = getattr(_expand(pickle.loads(payload)), "tasks", None) or (_expand(pickle.loads(payload)).task,)
+        sent = getattr(message, "tasks", None) or (message.task,)
+        for got, task in zip(tasks, sent):
+            assert (got.epoch, got.index) == (task.epoch, task.index)
+            assert got.indices.dtype == np.int64 and got.indices.tolist() == task.indices.tolist()
