@@ -94,14 +94,14 @@ def _kind(value: Any) -> str:
 
 def _collate(values: Sequence[Any], path: str) -> Any:
     """Collate the values found at ``path`` in every sample (one per sample)."""
-    natural = _NATURAL_DTYPES.get(type(values[0]))
+    natural = _natural_dtype(type(values[0]))
     if natural is not None:
         column = _fast_column(values, natural)
         if column is not None:
             return column
     types = set(map(type, values))
     if len(types) == 1:  # one exact type: its bulk rule, if it has one, needs no checks per value
-        fast = _fast_rule(values[0])
+        fast = _FAST_RULES.get(type(values[0]))
         batch = None if fast is None else fast(values, path)
         if batch is not None:
             return batch
@@ -113,44 +113,22 @@ def _collate(values: Sequence[Any], path: str) -> Any:
 
 _PLAIN_ARRAYS = {np.ndarray}
 _dtype_of = operator.attrgetter("dtype")
+# The dtype a column of numbers gets where they all have the first one's type: Python's numbers
+# and NumPy's number scalars; None for every other type. Filled as types are met.
+_NATURAL_DTYPES: dict[type, np.dtype | None] = {
+    bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64), complex: np.dtype(np.complex128),
+}
 
 
-def _fast_rule(value: Any) -> Callable[[Sequence[Any], str], Any] | None:
-    """The bulk rule for values all of ``type(value)`` exactly, or None: the full rules decide.
-
-    A bulk rule gives exactly what the full rules give, or None where it cannot tell (lengths
-    or keys that differ, an integer past int64, ragged arrays); the full rules then collate
-    the values again and name the problem, so results and errors are the same either way.
-    """
-    cls = type(value)
-    fast = _FAST_RULES.get(cls)
-    if fast is None and issubclass(cls, (np.number, np.bool_)):
-        fast = _FAST_RULES[cls] = _fast_numbers
-    return fast
-
-
-def _fast_numbers(values: Sequence[Any], path: str) -> np.ndarray | None:
-    """Numbers of one exact type in one C pass: ``np.fromiter`` into the dtype ``np.asarray``
-    would give them (int64 for Python ints, float64 for floats, a NumPy scalar's own)."""
-    first = values[0]
-    dtype = _PYTHON_DTYPES[type(first)] if type(first) in _PYTHON_DTYPES else first.dtype
-    if dtype.kind not in "biufc":  # timedelta64: the full rules
-        return None
+def _natural_dtype(cls: type) -> np.dtype | None:
+    """The dtype a column of ``cls`` numbers gets, or None for anything but numbers (and for
+    timedelta64, which the full rules handle)."""
     try:
-        column = np.fromiter(values, dtype, len(values))
-    except OverflowError:  # an integer past int64: the full rules keep it exact, or name it
-        return None
-    return _alloc.adopt(column)
-
-
-_PYTHON_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64),
-                  complex: np.dtype(np.complex128)}
-# The dtype a column of numbers gets where they all have the first one's type: Python's
-# numbers and NumPy's number scalars (added as they are met).
-_NATURAL_DTYPES: dict[type, np.dtype] = dict(_PYTHON_DTYPES)
-for _scalar in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-                np.float16, np.float32, np.float64, np.complex64, np.complex128, np.bool_):
-    _NATURAL_DTYPES[_scalar] = np.dtype(_scalar)
+        return _NATURAL_DTYPES[cls]
+    except KeyError:
+        dtype = np.dtype(cls) if issubclass(cls, (np.number, np.bool_)) else None
+        found = _NATURAL_DTYPES[cls] = dtype if dtype is not None and dtype.kind in "biufc" else None
+        return found
 
 
 def _fast_column(values: Sequence[Any], natural: np.dtype) -> np.ndarray | None:
@@ -363,9 +341,12 @@ def _collate_other(values: Sequence[Any], path: str) -> Any:
     _unsupported(values, path, 0)
 
 
+# The bulk rules for values all of one exact type (numbers take _fast_column first). A bulk
+# rule gives exactly what the full rules give, or None where it cannot tell (lengths or keys
+# that differ, ragged arrays); the full rules then collate the values again and name the
+# problem, so results and errors are the same either way.
 _FAST_RULES: dict[type, Callable[[Sequence[Any], str], Any]] = {
     np.ndarray: lambda values, path: _stack_alike(values),
-    bool: _fast_numbers, int: _fast_numbers, float: _fast_numbers, complex: _fast_numbers,
     str: _collate_text, bytes: _collate_text,
     tuple: _fast_tuple, list: _fast_sequence, dict: _fast_dict,
 }

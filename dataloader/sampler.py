@@ -117,8 +117,7 @@ class MapSampler(Sampler):
         travel to workers as bytes, and become Python ints only where the dataset is read."""
         indices = self._order(start)
         size = self.batch_size
-        stop = len(indices) - len(indices) % size if self.drop_last else len(indices)
-        return (indices[first : first + size] for first in range(0, stop, size))
+        return (indices[first : first + size] for first in range(0, _stop(indices, size, self.drop_last), size))
 
     def _order(self, start: int) -> np.ndarray:
         """This epoch's indices from batch ``start`` on; advances ``epoch`` by one."""
@@ -323,8 +322,7 @@ class Infinite(Sampler):
             self.sampler.set_epoch(self._pass_epoch)  # type: ignore[attr-defined]  # a sampler with epochs
         self._pass_epoch = getattr(self.sampler, "epoch", None)
         self._consumed = skip
-        it = iter(self.sampler)
-        return itertools.islice(it, skip, None) if skip else it
+        return batches_from(self.sampler, skip)
 
 
 class StreamSampler(Sampler):
@@ -348,8 +346,9 @@ class StreamSampler(Sampler):
 
 def yields_valid_indices(sampler: Any) -> bool:
     """Whether ``sampler`` is one of ours (or ``Infinite`` over one), whose batches are fresh
-    lists of Python ints >= 0 (checked when it was built): the loader need not copy or check
-    them. A subclass may override ``sample()``, so it is not trusted."""
+    lists of Python ints >= 0 (checked when it was built): the loader need not copy them, and
+    takes a plain one's batches as int64 arrays (:meth:`MapSampler.index_arrays`), which it
+    does not check for negative indices. A subclass may override ``sample()``: not trusted."""
     inner = sampler.sampler if type(sampler) is Infinite else sampler
     return type(inner) in (SequentialSampler, RandomSampler, ReplacementSampler)
 
@@ -371,9 +370,14 @@ def sampler_state(sampler: Any) -> Any:
     return None if state_dict is None else state_dict()
 
 
+def _stop(indices: np.ndarray, batch_size: int, drop_last: bool) -> int:
+    """Where the epoch's batches end: before a last short batch if ``drop_last``."""
+    return len(indices) - len(indices) % batch_size if drop_last else len(indices)
+
+
 def _split(indices: np.ndarray, batch_size: int, drop_last: bool) -> Iterator[list[int]]:
     """Yield ``indices`` as lists of ``batch_size`` Python ints, one ``tolist()`` per chunk."""
-    stop = len(indices) - len(indices) % batch_size if drop_last else len(indices)
+    stop = _stop(indices, batch_size, drop_last)
     chunk = batch_size * max(1, _CHUNK // batch_size)
     for start in range(0, stop, chunk):
         flat = indices[start : min(start + chunk, stop)].tolist()

@@ -537,8 +537,8 @@ def full_rules_only() -> Any:
     from dataloader import collator as collator_module
 
     return contextlib_all(
-        mock.patch.object(collator_module, "_fast_rule", lambda value: None),
-        mock.patch.object(collator_module, "_NATURAL_DTYPES", {}),
+        mock.patch.object(collator_module, "_FAST_RULES", {}),
+        mock.patch.object(collator_module, "_fast_column", lambda values, natural: None),
     )
 
 

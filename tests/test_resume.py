@@ -617,19 +617,21 @@ class _EpochSampler:
         self.epoch = epoch
 
     def __iter__(self):
-        order = np.random.default_rng([7, self.epoch]).permutation(self.size).tolist()
+        order = self._rng().permutation(self.size).tolist()
         return iter([order[i : i + self.batch_size] for i in range(0, self.size, self.batch_size)])
 
     def __len__(self) -> int:
         return -(-self.size // self.batch_size)
 
+    def _rng(self) -> np.random.Generator:
+        return np.random.default_rng([7, self.epoch])
+
 
 class _FixedSampler(_EpochSampler):
     """The same shuffled order every epoch, without state hooks."""
 
-    def __iter__(self):
-        order = np.random.default_rng(7).permutation(self.size).tolist()
-        return iter([order[i : i + self.batch_size] for i in range(0, self.size, self.batch_size)])
+    def _rng(self) -> np.random.Generator:
+        return np.random.default_rng(7)
 
 
 def _train(loader: DataLoader, stop: int, save_after: int | None = None) -> tuple[list, dict | None]:

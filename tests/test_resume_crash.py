@@ -27,10 +27,9 @@ import textwrap
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests._workers._scripts import REPO_ROOT, wait_gone
+from tests._workers._scripts import REPO_ROOT, descendants_of, wait_gone
 from tests.harness import our_shm_entries
 
 EPOCHS = 3
@@ -137,7 +136,7 @@ def _kill_at(proc: subprocess.Popen, log: Path, lines: int) -> list[int]:
         assert proc.poll() is None, f"the script ended early: {proc.communicate()[1].decode()}"
         assert time.monotonic() < deadline, "the script logged too slowly"
         time.sleep(0.005)
-    pids = [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
+    pids = descendants_of(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     proc.communicate(timeout=10)

@@ -122,8 +122,15 @@ def _timed_state(loader: Any) -> tuple[float, float, dict]:
     return (time.perf_counter_ns() - start) / 1e3, (time.thread_time_ns() - cpu) / 1e3, state
 
 
-def _case(name: str, timed: list[tuple[float, float, dict]], held: int | None) -> dict:
+def _wall(timed: list[tuple[float, float, dict]]) -> dict:
+    """Median, p99 and max of the calls' wall times (us)."""
     wall = sorted(t[0] for t in timed)
+    return {"median_us": statistics.median(wall), "p99_us": wall[min(len(wall) - 1, int(0.99 * len(wall)))],
+            "max_us": wall[-1]}
+
+
+def _case(name: str, timed: list[tuple[float, float, dict]], held: int | None) -> dict:
+    wall = _wall(timed)
     cpu = [t[1] for t in timed]
     state = timed[-1][2]
     return {
@@ -131,14 +138,12 @@ def _case(name: str, timed: list[tuple[float, float, dict]], held: int | None) -
         "calls": len(timed),
         "held": held,
         "above": len(state["above"]),
-        "median_us": statistics.median(wall),
-        "p99_us": wall[min(len(wall) - 1, int(0.99 * len(wall)))],
-        "max_us": wall[-1],
+        **wall,
         "cpu_max_us": max(cpu),
         "state_bytes": len(json.dumps(state)),
         # Met when every call used < 1 ms of CPU and 99 % of them took < 1 ms of wall time: a
         # single wall-time spike on a shared machine is a wait for a core, not the call's cost.
-        "met": max(cpu) < TARGET_MS * 1e3 and wall[min(len(wall) - 1, int(0.99 * len(wall)))] < TARGET_MS * 1e3,
+        "met": max(cpu) < TARGET_MS * 1e3 and wall["p99_us"] < TARGET_MS * 1e3,
     }
 
 
@@ -232,11 +237,10 @@ def measure_peer(calls: int, workers: int = 8, batch_size: int = 16) -> list[dic
             next(batches)
             timed.append(_timed_state(loader))
         del batches
-        wall = sorted(t[0] for t in timed)
-        rows.append({"loader": name, "calls": calls, "median_us": statistics.median(wall),
-                     "p99_us": wall[min(len(wall) - 1, int(0.99 * len(wall)))],
+        wall = _wall(timed)
+        rows.append({"loader": name, "calls": calls, "median_us": wall["median_us"], "p99_us": wall["p99_us"],
                      "state_bytes": len(pickle.dumps(timed[-1][2]))})
-    ours, peer = rows
+    peer = rows[-1]
     for row in rows:
         row["ratio_to_peer"] = row["median_us"] / peer["median_us"]
     return rows
@@ -253,16 +257,16 @@ def peer_table(rows: list[dict]) -> str:
 
 
 def cost_table(rows: list[dict]) -> str:
+    from dataloader.bench.output import aligned, cell
+
     header = ["case", "calls", "held", "above", "median us", "p99 us", "max us", "CPU max us", "state bytes",
               "< 1 ms"]
     cells = [header] + [
-        [r["case"], str(r["calls"]), "-" if r["held"] is None else str(r["held"]), str(r["above"]),
+        [r["case"], str(r["calls"]), cell(r["held"]), str(r["above"]),
          f"{r['median_us']:.0f}", f"{r['p99_us']:.0f}", f"{r['max_us']:.0f}", f"{r['cpu_max_us']:.0f}",
          str(r["state_bytes"]), "met" if r["met"] else "MISSED"]
         for r in rows
     ]
-    from dataloader.bench.output import aligned
-
     return aligned(cells, "<")
 
 
@@ -291,15 +295,17 @@ def _run_child(tree: Path, workers: int, samples: int, seconds: float) -> dict:
 
 def measure_throughput(trees: dict[str, Path], workers: Sequence[int], reps: int, samples: int,
                        seconds: float, patience: float, verbose: bool) -> tuple[list[dict], list[dict]]:
+    from operator import itemgetter
+
     from dataloader.bench.measure import wait_for_quiet
+    from dataloader.bench.repetitions import paired, rotated
 
     runs = []
     for rep in range(reps):
         for n in workers:
             # Both runs of a pair start on a machine as quiet as ``patience`` allows.
             patience -= wait_for_quiet(max(0.0, patience))
-            order = ["new", "old"] if (rep + n) % 2 == 0 else ["old", "new"]
-            for version in order:
+            for version in rotated(("new", "old"), rep + n):
                 result = _run_child(trees[version], n, samples, seconds)
                 runs.append({"rep": rep, "workers": n, "version": version, **result})
                 if verbose:
@@ -308,31 +314,31 @@ def measure_throughput(trees: dict[str, Path], workers: Sequence[int], reps: int
                           f"{result['others_cpus']:.2f}", file=sys.stderr)
     rows = []
     for n in workers:
-        mine = [r for r in runs if r["workers"] == n]
-        by = {(r["rep"], r["version"]): r for r in mine}
-        ratios = [by[(rep, "new")]["samples_per_s"] / by[(rep, "old")]["samples_per_s"] for rep in range(reps)]
-        cpu = [by[(rep, "new")]["main_cpu_us_per_batch"] / by[(rep, "old")]["main_cpu_us_per_batch"]
-               for rep in range(reps)]
+        new = [r for r in runs if r["workers"] == n and r["version"] == "new"]
+        old = {r["rep"]: r for r in runs if r["workers"] == n and r["version"] == "old"}
+        ratios = paired(new, old, lambda a, b: a["samples_per_s"] / b["samples_per_s"], key=itemgetter("rep"))
+        cpu = paired(new, old, lambda a, b: a["main_cpu_us_per_batch"] / b["main_cpu_us_per_batch"],
+                     key=itemgetter("rep"))
         median_ratio = statistics.median(ratios)
         rows.append({
             "workers": n,
-            "new_samples_per_s": statistics.median(r["samples_per_s"] for r in mine if r["version"] == "new"),
-            "old_samples_per_s": statistics.median(r["samples_per_s"] for r in mine if r["version"] == "old"),
+            "new_samples_per_s": statistics.median(r["samples_per_s"] for r in new),
+            "old_samples_per_s": statistics.median(r["samples_per_s"] for r in old.values()),
             "ratio_median": median_ratio,
             "ratio_min": min(ratios),
             "ratio_max": max(ratios),
-            "new_main_cpu_us_per_batch": statistics.median(r["main_cpu_us_per_batch"] for r in mine
-                                                           if r["version"] == "new"),
-            "old_main_cpu_us_per_batch": statistics.median(r["main_cpu_us_per_batch"] for r in mine
-                                                           if r["version"] == "old"),
+            "new_main_cpu_us_per_batch": statistics.median(r["main_cpu_us_per_batch"] for r in new),
+            "old_main_cpu_us_per_batch": statistics.median(r["main_cpu_us_per_batch"] for r in old.values()),
             "cpu_ratio_median": statistics.median(cpu),
-            "others_cpus_median": statistics.median(r["others_cpus"] for r in mine),
+            "others_cpus_median": statistics.median(r["others_cpus"] for r in [*new, *old.values()]),
             "met": median_ratio >= TARGET_RATIO,
         })
     return runs, rows
 
 
 def throughput_table(rows: list[dict]) -> str:
+    from dataloader.bench.output import aligned
+
     header = ["num_workers", "new samples/s", "old samples/s", "new/old", "min", "max",
               "main CPU us/batch new", "old", "CPU new/old", "others' CPUs", ">= 0.99"]
     cells = [header] + [
@@ -342,8 +348,6 @@ def throughput_table(rows: list[dict]) -> str:
          f"{r['cpu_ratio_median']:.3f}", f"{r['others_cpus_median']:.2f}", "met" if r["met"] else "MISSED"]
         for r in rows
     ]
-    from dataloader.bench.output import aligned
-
     return aligned(cells)
 
 
@@ -371,16 +375,16 @@ def snapshot_checkout() -> Path:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default=",".join(PARTS),
-                        type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
+    from dataloader.bench.options import add_json, add_quick, add_reps, add_seconds, add_workers, comma_list, new_parser
+
+    parser = new_parser(__doc__)
+    parser.add_argument("--parts", default=",".join(PARTS), type=comma_list(str.strip, PARTS, "part"),
                         help=f"comma-separated, among {','.join(PARTS)}")
     parser.add_argument("--calls", type=int, default=None, help="state_dict() calls per case (default 200)")
-    parser.add_argument("--reps", type=int, default=None, help="throughput repetitions (default 9)")
-    parser.add_argument("--seconds", type=float, default=None, help="timed seconds per throughput run (default 1.0)")
+    add_reps(parser, None, "throughput repetitions (default 9)")
+    add_seconds(parser, None, "timed seconds per throughput run (default 1.0)")
     parser.add_argument("--samples", type=int, default=None, help="dataset size (default 200000)")
-    parser.add_argument("--workers", default="0,2", type=lambda text: [int(v) for v in text.split(",") if v.strip()],
-                        help="num_workers values of the throughput runs (default 0,2)")
+    add_workers(parser, "0,2", "num_workers values of the throughput runs (default 0,2)")
     parser.add_argument("--baseline-ref", default=BASELINE_REF,
                         help=f"the commit before state tracking (default {BASELINE_REF})")
     parser.add_argument("--baseline-tree", metavar="PATH",
@@ -388,14 +392,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--patience", type=float, default=None,
                         help="seconds to spend in all waiting for a quiet machine before pairs of "
                              "throughput runs (default 120, quick 0)")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: few calls, 2 short repetitions")
-    parser.add_argument("--json", metavar="PATH", help="also write the runs and rows here")
+    add_quick(parser, "a smoke run: few calls, 2 short repetitions")
+    add_json(parser)
     parser.add_argument("-v", action="store_true", help="log every throughput run to stderr")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    unknown = [p for p in args.parts if p not in PARTS]
-    if unknown:
-        parser.error(f"--parts: unknown part(s) {unknown}: choose among {','.join(PARTS)}")
     quick = args.quick
     args.calls = args.calls or (50 if quick else 200)
     args.reps = args.reps or (2 if quick else 9)
@@ -407,9 +408,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if not args.child:  # this checkout's library (the cost part, the bench helpers), not an install
+    if "--child" not in (sys.argv[1:] if argv is None else argv):
+        # This checkout's library (the cost part, the bench helpers), not an install; a child
+        # imports the one PYTHONPATH points at.
         sys.path.insert(0, str(ROOT))
+    args = parse_args(argv)
     if args.child:
         print(json.dumps(child_throughput(**json.loads(args.child))))
         return 0

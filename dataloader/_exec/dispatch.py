@@ -97,9 +97,11 @@ class Dispatcher:
         """A batch (or a failure in its place) is in the reorder buffer."""
         self.ready += 1
 
-    def measured(self, seconds: float, nbytes: int) -> None:
-        """A batch took ``seconds`` to make and ``nbytes`` to send: it sizes later messages."""
-        self.group.observe(seconds, nbytes)
+    def measured(self, seconds: float, payload: Any) -> None:
+        """A batch took ``seconds`` to make and travels as ``payload``: where messages are
+        sized from measured batches, it sizes the later ones."""
+        if self.group.measures:
+            self.group.observe(seconds, payload.nbytes)
 
     def stream_ended(self, worker_id: int) -> None:
         """The worker's own stream is exhausted: it gets no more tasks."""

@@ -34,6 +34,11 @@ class GroupSize:
         self._bytes = 0.0  # running mean of a batch's size
         self.size = fixed or 1
 
+    @property
+    def measures(self) -> bool:
+        """Whether the size follows measured batches (else :meth:`observe` changes nothing)."""
+        return self._fixed is None
+
     def observe(self, seconds: float, nbytes: int) -> None:
         """A batch took ``seconds`` to make (fetch to collate) and ``nbytes`` to send."""
         if self._fixed is not None:

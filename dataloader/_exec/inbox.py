@@ -62,7 +62,7 @@ class Inbox:
         end = time.perf_counter()
         times = message.timings
         if times is not None:
-            self._dispatcher.measured(times.collated - times.start, payload.nbytes)
+            self._dispatcher.measured(times.collated - times.start, payload)
         # Encoding in the worker plus decoding here; time spent queued in the socket
         # while the consumer was busy is not the transport's cost.
         cost = (end - start) + (max(0.0, message.sent - times.collated) if times and message.sent else 0.0)

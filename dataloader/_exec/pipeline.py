@@ -211,10 +211,7 @@ class Pipeline:
         if self.source.reads_stream_here:
             tasks = timed_reads(tasks, recorder.read)
         if options.num_workers == 0:
-            maker = BatchMaker(
-                spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True,
-                check_indices=not self.source.indices_checked,
-            )
+            maker = BatchMaker(spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True)
             return SerialExecutor(tasks, maker, recorder, owner=self)
         pool = self._persistent_pool()
         owns_pool = pool is None

@@ -44,7 +44,6 @@ def start_pool(spec: PipelineSpec, source: Source) -> WorkerPool | ThreadWorkerP
             close_fds=(),
             restart_stream=source.worker_restart,
             seed_each_batch=options.seed is not None,
-            check_indices=not source.indices_checked,
         )
         for worker_id in range(count)
     ]

@@ -20,9 +20,10 @@ class ReorderBuffer:
         self._in_order = in_order
         self._held: dict[int, Any] = {}
         self._arrivals: collections.deque = collections.deque()
-        # A resumed epoch's tasks start at `start` and leave out `absent` (handed out before).
+        # A resumed epoch's tasks start at `start` and leave out `absent` (handed out before):
+        # their slots are skipped, as for a task that made nothing.
         self._next = start
-        self._absent = set(absent)
+        self._held.update(dict.fromkeys(absent, _SKIPPED))
         self.last: tuple[int, int] = (-1, -1)  # (task index, worker id) of the latest batch popped
 
     def __len__(self) -> int:
@@ -50,11 +51,7 @@ class ReorderBuffer:
                 self.last = (index, worker)
                 return True, value
             return False, None
-        while self._next in self._held or self._next in self._absent:
-            if self._next in self._absent:
-                self._absent.discard(self._next)
-                self._next += 1
-                continue
+        while self._next in self._held:
             held = self._held.pop(self._next)
             self._next += 1
             if held is not _SKIPPED:

@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .._local import using_batch_rng
 from ..collator import Collator
 from ..dataset import Collated, read_samples
 from ..errors import ArgumentValueError
 from ..transform import PseudoTransform
 from .seeding import batch_seed, seed_all, seeded_then_restored
-from .task import BatchTask, Chunk, listed
+from .task import BatchTask, Chunk
 
 
 class StageTimes(NamedTuple):
@@ -30,12 +32,13 @@ class StageTimes(NamedTuple):
     samples: int
 
 
-def fetch(dataset: Any, indices: Any, check: bool = True) -> list[Any] | Collated:
+def fetch(dataset: Any, indices: Any) -> list[Any] | Collated:
     """Read the samples at ``indices``; datasets with ``__getitems__`` read in one call,
     which may return the whole batch already collated (:class:`~dataloader.Collated`).
-    ``check=False`` for indices known to be >= 0 (from one of our samplers)."""
-    indices = listed(indices)
-    if check:
+    An int64 array comes from one of our samplers (never negative): it is only made a list."""
+    if type(indices) is np.ndarray:
+        indices = indices.tolist()
+    else:
         _check_not_negative(indices)
     return read_samples(dataset, indices)
 
@@ -68,7 +71,7 @@ def _transform(transform: Any, samples: list) -> list:
     return [transform.apply(sample) for sample in samples]
 
 
-def _read(dataset: Any, task: BatchTask, check: bool) -> list | Collated:
+def _read(dataset: Any, task: BatchTask) -> list | Collated:
     if task.samples is not None:
         # A stream that yields whole batches: each task carries one Collated.
         if len(task.samples) == 1 and isinstance(task.samples[0], Collated):
@@ -76,7 +79,7 @@ def _read(dataset: Any, task: BatchTask, check: bool) -> list | Collated:
         return task.samples
     if task.jobs is not None:
         return [job() for job in task.jobs]
-    return fetch(dataset, task.indices, check)
+    return fetch(dataset, task.indices)
 
 
 @dataclass
@@ -94,8 +97,6 @@ class BatchMaker:
     restore_random_state: bool = False
     # False in thread workers: global random state is shared by every thread.
     seed_globals: bool = True
-    # False where the indices come from one of our samplers, which never gives a negative one.
-    check_indices: bool = True
     # The stage running now, named in a worker's error message. Read it from outside; only
     # the maker writes it (mark_stage names the stages around a batch).
     stage: str = "fetch"
@@ -136,7 +137,7 @@ class BatchMaker:
     def _make(self, task: BatchTask) -> Any:
         start = perf_counter()
         self.stage = "fetch"
-        samples = _read(self.dataset, task, self.check_indices)
+        samples = _read(self.dataset, task)
         if isinstance(samples, Collated):
             if self._takes_collated:
                 now = perf_counter()

@@ -138,10 +138,8 @@ class Position:
             return
         self._count += self._handed
         self._handed = 0
-        self._low = self._follow.last_made[0][-1] + 1
-        while self._low in self._above:
-            self._above.discard(self._low)
-            self._low += 1
+        self._low = self._follow.last_made[0][-1]
+        self._mark(self._low)
         self._above = {key for key in self._above if key > self._low}
         if self._forget is not None:
             self._forget(self.epoch, self._low)
@@ -224,6 +222,7 @@ class Position:
         }
 
     def _mark(self, key: int) -> None:
+        """Task ``key`` is done: ``low`` moves past it and any done above it, else it waits above."""
         if key != self._low:
             self._above.add(key)
             return

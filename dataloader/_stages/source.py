@@ -62,7 +62,6 @@ class Source:
     worker_batch_size: int | None = None
     worker_restart: bool = False
     reads_stream_here: bool = False
-    indices_checked = False  # True: every task's indices are known to be >= 0 (our samplers)
     notes_tokens = False  # True: it keeps a token per batch, pruned by forget_before()
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
@@ -105,7 +104,7 @@ class MapSource(Source):
     def __init__(self, sampler: Any) -> None:
         self.sampler = sampler
         self._started: dict[int, Any] = {}  # epoch -> the sampler's state as it began
-        self.indices_checked = yields_valid_indices(sampler)
+        self._ours = yields_valid_indices(sampler)  # its batches need no copy
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         start = 0
@@ -115,11 +114,11 @@ class MapSource(Source):
             start = resume.low
         self._started[epoch] = sampler_state(self.sampler)
         # Our samplers' batches need no copy: int64 arrays (sent to workers as bytes, made
-        # Python ints where the dataset is read) or, through Infinite, new lists.
-        fresh = self.indices_checked
-        for index, indices in enumerate(batches_from(self.sampler, start, arrays=fresh), start):
+        # Python ints where the dataset is read, unchecked) or, through Infinite, new lists.
+        ours = self._ours
+        for index, indices in enumerate(batches_from(self.sampler, start, arrays=ours), start):
             if resume is None or index not in resume.above:
-                yield BatchTask(epoch, index, indices=indices if fresh else index_list(indices, index))
+                yield BatchTask(epoch, index, indices=indices if ours else index_list(indices, index))
 
     def length(self) -> int | None:
         return len(self.sampler)
@@ -177,13 +176,18 @@ class StreamSource(Source):
         stream: Any = open_stream(self.dataset, epoch, state)
         capture = getattr(self.dataset, "state_dict", None)
         first = resume.low if resume is not None and state is not None else 0
-        items = marked(stream, self.batch_size, capture) if capture is not None else stream
-        timed = timed_stream(items, self.timeout) if self.timeout > 0 else None
-        if capture is not None:
-            batches = batches_between_marks(timed or items, lambda k, token: self._log.note((epoch, first + k), token))
+        note = self._log.note
+        timed = None
+        if self.timeout > 0:  # read ahead in a thread: positions travel with the samples
+            items = marked(stream, self.batch_size, capture) if capture is not None else stream
+            timed = timed_stream(items, self.timeout)
+            if capture is not None:
+                batches = batches_between_marks(timed, lambda k, token: note((epoch, first + k), token))
+            else:
+                batches = batches_of(timed, self.batch_size)
         else:
-            batches = batches_of(timed or items, self.batch_size)
-        batches = iter(batches)
+            read = None if capture is None else (lambda k: note((epoch, first + k), capture()))
+            batches = batches_of(stream, self.batch_size, read)
         index = first
         try:
             for samples in batches:
@@ -339,7 +343,6 @@ class FixedEpochs(Source):
         # Workers reading their own streams keep them open across epochs, restarting at the end.
         self.worker_restart = inner.worker_batch_size is not None
         self.reads_stream_here = inner.reads_stream_here
-        self.indices_checked = inner.indices_checked
         self._feed: Iterator[BatchTask] | None = None
         self._log = PositionLog()
         self._after_last: tuple[int, int] | None = None  # (pass, inner index) after the latest task

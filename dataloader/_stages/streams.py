@@ -37,11 +37,19 @@ def open_stream(dataset: Any, epoch: int, state: Any = None) -> Iterator[Any]:
     return stream
 
 
-def batches_of(stream: Iterator[T], size: int) -> Iterator[list[T]]:
-    """Cut ``stream`` into lists of ``size``; the last may be shorter, and nothing is read after it."""
+def batches_of(stream: Iterator[T], size: int, read: Callable[[int], None] | None = None) -> Iterator[list[T]]:
+    """Cut ``stream`` into lists of ``size``; the last may be shorter, and nothing is read after it.
+    ``read(k)`` is called once ``k`` batches have been read (first with 0, before any), before
+    batch ``k - 1`` is yielded: where the stream stands between batches, at no cost per sample."""
+    count = 0
+    if read is not None:
+        read(0)
     while True:
         batch = list(itertools.islice(stream, size))
         if batch:
+            count += 1
+            if read is not None:
+                read(count)
             yield batch
         if len(batch) < size:
             return
@@ -112,8 +120,9 @@ class _Mark:
 
 def marked(stream: Iterator[Any], size: int, capture: Callable[[], Any]) -> Iterator[Any]:
     """The samples of ``stream`` with a :class:`_Mark` of ``capture()`` before the first batch of
-    ``size`` and after every batch. Run it where the stream is read (a helper thread, say), so
-    each mark is the position exactly at the boundary, not wherever reading ahead has got to."""
+    ``size`` and after every batch. Run it where the stream is read ahead (the helper thread of
+    :func:`timed_stream`), so each mark is the position exactly at the boundary, not wherever
+    reading ahead has got to; read in place, :func:`batches_of`'s ``read`` does the same."""
     yield _Mark(capture())
     while True:
         read = 0

@@ -85,8 +85,6 @@ class WorkerBoot:
     # batch's draws do not depend on the worker. Without one, once, at start (batch_rng() is
     # still seeded per batch).
     seed_each_batch: bool = True
-    # False where the tasks' indices come from one of our samplers (none is negative).
-    check_indices: bool = True
 
 
 @dataclass(frozen=True)
@@ -173,7 +171,7 @@ class WorkerLoop:
         # batch_rng() is seeded for them (per thread).
         self.maker = BatchMaker(
             boot.dataset, boot.transform, boot.collator, boot.seed,
-            seed_globals=not local and boot.seed_each_batch, check_indices=boot.check_indices,
+            seed_globals=not local and boot.seed_each_batch,
         )
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
         # Work read ahead of its turn while looking for releases: tasks, or other messages.

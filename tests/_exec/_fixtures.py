@@ -46,6 +46,14 @@ def read_lines(path: str) -> list[str]:
 # -- map datasets --------------------------------------------------------------
 
 
+def parallel_executor(iterator: Any) -> Any:
+    """The parallel executor under an epoch's consumer-side stages."""
+    stage = iterator.upstream
+    while not hasattr(stage, "_pool"):
+        stage = stage.upstream
+    return stage
+
+
 def settled_batches(log: str, batch_size: int, quiet: float = 0.5, limit: float = 10.0) -> set[int]:
     """The batches whose first sample a :class:`LoggingDataset` logged, once the log has
     stopped growing for ``quiet`` s (at most ``limit`` s)."""

@@ -16,7 +16,16 @@ from dataloader.errors import ArgumentTypeError, ArgumentValueError, WorkerError
 from tests._workers._fixtures import DieAt, StuckAt, read_report
 from tests.harness import assert_parallel_equals_serial, collect
 
-from ._fixtures import IndexDataset, LoggingDataset, NestedDataset, WhoAmIDataset, settled_batches
+from ._fixtures import (
+    IndexDataset,
+    LoggingDataset,
+    NestedDataset,
+    RandomAugment,
+    RangeStream,
+    WhoAmIDataset,
+    parallel_executor,
+    settled_batches,
+)
 
 # -- the size of a group ---------------------------------------------------------
 
@@ -85,13 +94,13 @@ def _loader(dataset, batch_size=3, **options):
 def test_grouped_epochs_equal_the_serial_epoch(no_leaks, per_message, in_order):
     # 34 samples in batches of 3: 12 batches, the last one short, and a short last group.
     make = _loader(IndexDataset(34), batches_per_message=per_message, in_order=in_order)
+    if in_order:
+        assert_parallel_equals_serial(make, (1, 2, 3))
+        return
     serial = collect(make(num_workers=0))
     for workers in (1, 2, 3):
         grouped = collect(make(num_workers=workers))
-        if in_order:
-            assert [b["index"].tolist() for b in grouped] == [b["index"].tolist() for b in serial]
-        else:
-            assert sorted(b["index"].tolist() for b in grouped) == [b["index"].tolist() for b in serial]
+        assert sorted(b["index"].tolist() for b in grouped) == [b["index"].tolist() for b in serial]
 
 
 def test_grouped_thread_workers_equal_the_serial_epoch(no_leaks):
@@ -99,9 +108,7 @@ def test_grouped_thread_workers_equal_the_serial_epoch(no_leaks):
 
 
 def test_a_message_carries_consecutive_batches_to_one_worker(no_leaks):
-    dataset = WhoAmIDataset(4 * 24)
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=4), num_workers=2,
-                        batches_per_message=4, multiprocessing_context="fork")
+    loader = _loader(WhoAmIDataset(4 * 24), 4, batches_per_message=4)(num_workers=2)
     makers = [int(batch["id"][0]) for batch in loader]
     # Batches 4k..4k+3 travel in one message: one worker makes all four.
     assert all(len(set(makers[k : k + 4])) == 1 for k in range(0, 24, 4)), makers
@@ -109,9 +116,7 @@ def test_a_message_carries_consecutive_batches_to_one_worker(no_leaks):
 
 
 def test_small_fast_batches_are_grouped_by_default(no_leaks):
-    dataset = WhoAmIDataset(8 * 400)
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=8), num_workers=2,
-                        multiprocessing_context="fork")
+    loader = _loader(WhoAmIDataset(8 * 400), 8)(num_workers=2)
     makers = [int(batch["id"][0]) for batch in loader]
     runs, longest = 1, 1
     for before, after in zip(makers, makers[1:]):
@@ -120,18 +125,13 @@ def test_small_fast_batches_are_grouped_by_default(no_leaks):
     assert longest >= 4, f"no batches were grouped: {makers}"
 
 
-def test_an_integer_prefetch_factor_keeps_one_batch_per_message(no_leaks, tmp_path):
+def test_an_integer_prefetch_factor_keeps_one_batch_per_message(no_leaks):
     """PyTorch's meaning: ``prefetch_factor=n`` is n batches per worker, never n messages."""
-    dataset = WhoAmIDataset(8 * 200)
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=8), num_workers=2, prefetch_factor=2,
-                        multiprocessing_context="fork")
+    loader = _loader(WhoAmIDataset(8 * 200), 8, prefetch_factor=2)(num_workers=2)
     with iter(loader) as batches:
         for _ in batches:
             pass
-        executor = batches.upstream
-        while not hasattr(executor, "_dispatcher"):
-            executor = executor.upstream
-        assert executor._dispatcher.group.size == 1
+        assert parallel_executor(batches)._dispatcher.group.size == 1
 
 
 @pytest.mark.parametrize("num_workers, prefetch_factor, per_message", [(1, 1, 3), (2, 2, 3), (2, 1, 4)])
@@ -140,9 +140,8 @@ def test_prefetch_factor_counts_messages_when_batches_per_message_is_given(
 ):
     log = str(tmp_path / "reads.log")
     dataset = LoggingDataset(400, log)
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers=num_workers,
-                        prefetch_factor=prefetch_factor, batches_per_message=per_message,
-                        multiprocessing_context="fork")
+    loader = _loader(dataset, 2, prefetch_factor=prefetch_factor, batches_per_message=per_message)(
+        num_workers=num_workers)
     with iter(loader) as batches:
         assert next(batches)["index"].tolist() == [0, 1]
         started = settled_batches(log, 2)
@@ -160,8 +159,7 @@ def test_an_error_inside_a_group_names_its_worker_and_indices_at_its_turn(no_lea
                 raise KeyError("sample 13 is missing")
             return super().__getitem__(index)
 
-    loader = DataLoader(FailsAt(40), SequentialSampler(FailsAt(40), batch_size=2), num_workers=2,
-                        batches_per_message=4, multiprocessing_context="fork")
+    loader = _loader(FailsAt(40), 2, batches_per_message=4)(num_workers=2)
     got = []
     with pytest.raises(KeyError, match="sample 13 is missing") as caught:
         for batch in loader:
@@ -174,9 +172,7 @@ def test_an_error_inside_a_group_names_its_worker_and_indices_at_its_turn(no_lea
 
 def test_a_worker_that_dies_inside_a_group_is_reported(no_leaks, tmp_path):
     report_path = str(tmp_path / "fault.json")
-    dataset = DieAt(64, 21, "SIGKILL", report_path)
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers=2,
-                        batches_per_message=4, multiprocessing_context="fork")
+    loader = _loader(DieAt(64, 21, "SIGKILL", report_path), 2, batches_per_message=4)(num_workers=2)
     with pytest.raises(dataloader.WorkerDiedError) as caught:
         for _ in loader:
             pass
@@ -187,9 +183,7 @@ def test_a_worker_that_dies_inside_a_group_is_reported(no_leaks, tmp_path):
 
 def test_a_stuck_sample_inside_a_group_times_out(no_leaks, tmp_path):
     report_path = str(tmp_path / "stuck.json")
-    dataset = StuckAt(64, 9, report_path)
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers=2, timeout=1.0,
-                        batches_per_message=4, multiprocessing_context="fork")
+    loader = _loader(StuckAt(64, 9, report_path), 2, timeout=1.0, batches_per_message=4)(num_workers=2)
     got = []
     started = time.monotonic()
     with pytest.raises(dataloader.LoaderTimeoutError) as caught:
@@ -206,8 +200,7 @@ def test_grouped_batches_in_shared_memory_wait_for_room_without_a_deadlock(no_le
     """A worker whose budget is full of held batches sends the answers it holds before it
     waits for room: the main process may be waiting for one of them."""
     dataset = NestedDataset(32 * 12, (3, 64, 64))  # 384 KiB per batch: the shared-memory path
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=32), num_workers=1,
-                        batches_per_message=4, shm_budget=2**20, timeout=20, multiprocessing_context="fork")
+    loader = _loader(dataset, 32, batches_per_message=4, shm_budget=2**20, timeout=20)(num_workers=1)
     with iter(loader) as batches:
         held = [next(batches) for _ in range(3)]  # the budget holds about two of them
         rest = [int(b["meta"][0][0]) for b in batches]
@@ -217,8 +210,6 @@ def test_grouped_batches_in_shared_memory_wait_for_room_without_a_deadlock(no_le
 
 
 def test_a_stream_read_in_the_main_process_is_grouped_too(no_leaks):
-    from ._fixtures import RangeStream
-
     make = lambda **more: DataLoader(RangeStream(50), dataloader.StreamSampler(batch_size=3),
                                      batches_per_message=3, multiprocessing_context="fork", **more)
     serial = [b["index"].tolist() for b in collect(make(num_workers=0))]
@@ -246,10 +237,6 @@ def test_a_source_that_fails_while_a_group_is_gathered_raises_its_error(no_leaks
 
 
 def test_unseeded_workers_still_draw_differently_in_grouped_batches(no_leaks):
-    from ._fixtures import RandomAugment
-
-    loader = DataLoader(IndexDataset(64), SequentialSampler(IndexDataset(64), batch_size=2),
-                        transform=RandomAugment(), num_workers=2, batches_per_message=4,
-                        multiprocessing_context="fork")
+    loader = _loader(IndexDataset(64), 2, transform=RandomAugment(), batches_per_message=4)(num_workers=2)
     draws = np.concatenate([batch["np"].reshape(-1) for batch in loader])
     assert len(draws) == 64 * 4 and len(np.unique(draws)) == len(draws), "two samples drew the same numbers"

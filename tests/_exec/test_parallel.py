@@ -40,6 +40,7 @@ from ._fixtures import (
     WhoAmIDataset,
     read_lines,
     record_init,
+    parallel_executor,
     settled_batches as _settled,
 )
 
@@ -171,14 +172,6 @@ def test_a_worker_waiting_for_room_is_sent_its_release(no_leaks, tmp_path, caplo
     assert not [r for r in caplog.records if "through a pipe" in r.getMessage()], "fell back to the pipe"
 
 
-def _executor(iterator):
-    """The parallel executor under an epoch's consumer-side stages."""
-    stage = iterator.upstream
-    while not hasattr(stage, "_pool"):
-        stage = stage.upstream
-    return stage
-
-
 def test_shared_memory_a_burst_of_held_batches_made_is_given_back(no_leaks):
     """Holding 20 batches makes the worker create 20 segments; once they are dropped and the
     loader runs on, it retires all but what its batches need, without touching a held view."""
@@ -189,7 +182,7 @@ def test_shared_memory_a_burst_of_held_batches_made_is_given_back(no_leaks):
     expected = [owned(next(serial)) for _ in range(6)][5]
     loader = DataLoader(dataset, sampler, num_workers=1, multiprocessing_context="fork")
     with iter(loader) as it:
-        segments = _executor(it)._pool.receiver._maps  # the worker's segments the main process maps
+        segments = parallel_executor(it)._pool.receiver._maps  # the worker's segments the main process maps
         held = [next(it) for _ in range(held_count)]
         burst = len(segments)
         assert burst >= held_count
