@@ -82,6 +82,7 @@ class Waiter:
         self._watched[self._wakeup.fd] = ("stop", None)
         self._poller = _poller(*self._watched)
         self._has_message = {worker.id: _poller(worker.conn.fileno()) for worker in pool.workers}
+        self._writing: set[int] = set()  # workers' sockets also watched for room (see _watch_unsent)
 
     def wait(self, deadline: float | None) -> bool:
         """Wait until something happens or ``deadline`` (``time.monotonic()``; None: no limit)
@@ -96,6 +97,7 @@ class Waiter:
             self._releases.collect()
             self._releases.send_all()
             self._overflow.grant()
+            self._watch_unsent()
             timeout = None if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
             ready = self._poller.poll(timeout)
         finally:
@@ -123,14 +125,37 @@ class Waiter:
             self._pool.raise_if_dead(worker, wait=1.0)
             raise
 
+    def _watch_unsent(self) -> None:
+        """Watch for room the sockets of the workers whose messages wait to be written (the
+        main process never blocks sending; see :class:`~dataloader._workers.wire.Wire`), and
+        stop watching those whose messages are all written."""
+        for worker in self._pool.workers:
+            self._flush(worker)
+
+    def _flush(self, worker: Handle) -> None:
+        """Write what waits for ``worker``, as far as its socket takes it now; watch the socket
+        for room while something still waits."""
+        conn, fd = worker.conn, worker.conn.fileno()
+        try:
+            waiting = conn.unsent and not conn.flush()
+        except (ConnectionResetError, BrokenPipeError):
+            self._pool.raise_if_dead(worker, wait=1.0)
+            raise
+        if waiting != (fd in self._writing):
+            self._poller.modify(fd, select.POLLIN | select.POLLOUT if waiting else select.POLLIN)
+            self._writing.symmetric_difference_update((fd,))
+
     def _handle(self, ready: list[tuple[int, int]]) -> bool:
         """Handle what ``poll`` found ready; False if nothing was. A worker that exited is
         drained first (it may have sent an error just before), then reported dead."""
         exits = []
-        for fd, _ in ready:
+        for fd, events in ready:
             kind, worker = self._watched[fd]
             if kind == "message":
-                self.drain(worker, readable=True)
+                if events & select.POLLOUT:
+                    self._flush(worker)
+                if events & ~select.POLLOUT:  # a message, or the worker's end closed
+                    self.drain(worker, readable=True)
             elif kind == "exit":
                 exits.append(worker)
             elif kind == "release":

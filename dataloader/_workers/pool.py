@@ -111,7 +111,7 @@ class WorkerPool:
         worker_end.close()
         stack_out.close()
         os.set_blocking(stack_in.fileno(), False)
-        return WorkerHandle(boot.worker_id, Wire(main_end), process, stack_in)
+        return WorkerHandle(boot.worker_id, Wire(main_end, never_block=True), process, stack_in)
 
     def send(self, worker: WorkerHandle, message: Any) -> None:
         try:

@@ -70,6 +70,10 @@ class _End:
     recv = property(lambda self: self._in.recv)
     poll = property(lambda self: self._in.poll)
     fileno = property(lambda self: self._in.fileno)
+    unsent = False  # a send never waits (see Wire.unsent)
+
+    def flush(self) -> bool:
+        return True
 
 
 class _Shared:

@@ -17,7 +17,10 @@ pickled as they are; both ends must be a :class:`Wire`.
 
 from __future__ import annotations
 
+import collections
 import pickle
+import socket
+import struct
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -29,20 +32,66 @@ from .._transport.codec import InlineBatch, SharedBatch
 from .._transport.skeleton import Plain
 from .messages import BatchDone, ReleaseSegments, Replies, RunTask, RunTasks
 
+_ONE_PIECE = 16384  # payloads up to this size are written with their header, in one piece
+
 # Tags of the compact forms. A message object is never a tuple, so a tuple is one of these.
 _TASK, _SHARED, _INLINE, _RELEASE, _TASKS, _REPLIES = range(6)
 
 
 class Wire:
-    """Sends and receives messages over ``conn``; the other end must be a :class:`Wire` too."""
+    """Sends and receives messages over ``conn``; the other end must be a :class:`Wire` too.
 
-    def __init__(self, conn: Connection) -> None:
+    ``never_block`` (the main process's end): :meth:`send` never waits for the worker to read.
+    What the socket's buffer cannot take at once waits here, in order, and :meth:`flush` writes
+    more of it whenever the socket can take it (the executor's ``poll`` says when). A blocking
+    send could wait forever: a worker blocked sending its batches back reads nothing until
+    the main process reads them, which it does not while it is blocked sending. A group of
+    tasks with long index lists one way, and batches carried inside the messages the other
+    way, fill both sockets' buffers (about 200 KiB each on Linux) at once.
+    """
+
+    def __init__(self, conn: Connection, never_block: bool = False) -> None:
         self._conn = conn
         self._send_bytes = conn.send_bytes
         self._recv_bytes = conn.recv_bytes
+        self._never_block = never_block
+        self._unsent: collections.deque[memoryview] = collections.deque()
 
     def send(self, message: Any) -> None:
-        self._send_bytes(pickle.dumps(_compact(message), protocol=pickle.HIGHEST_PROTOCOL))
+        payload = pickle.dumps(_compact(message), protocol=pickle.HIGHEST_PROTOCOL)
+        if not self._never_block:
+            self._send_bytes(payload)
+            return
+        self._unsent.extend(map(memoryview, _framed(payload)))
+        self.flush()
+
+    @property
+    def unsent(self) -> bool:
+        """Whether some of what was sent waits for room in the socket (``never_block`` only)."""
+        return bool(self._unsent)
+
+    def flush(self) -> bool:
+        """Write what waits, as much as the socket takes without blocking; True once all is
+        written. Raises ``OSError`` (a broken pipe, say) where the worker is gone."""
+        unsent = self._unsent
+        if not unsent:
+            return True
+        # A socket object over the connection's own descriptor, for send()'s flags; detached
+        # after, so the descriptor stays the connection's (no second one to close or to leak).
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=self._conn.fileno())
+        try:
+            while unsent:
+                view = unsent[0]
+                written = sock.send(view, socket.MSG_DONTWAIT)
+                if written < len(view):
+                    unsent[0] = view[written:]
+                    return False
+                unsent.popleft()
+        except BlockingIOError:
+            return False
+        finally:
+            sock.detach()
+        return True
 
     def recv(self) -> Any:
         received = pickle.loads(self._recv_bytes())
@@ -52,7 +101,19 @@ class Wire:
         return self._conn.fileno()
 
     def close(self) -> None:
+        self._unsent.clear()
         self._conn.close()
+
+
+def _framed(payload: bytes) -> tuple[bytes, ...]:
+    """``payload`` behind the length header ``Connection.send_bytes`` writes, so that the other
+    end's ``recv_bytes`` reads them as one message: in one piece where small (one system call),
+    else in two (no copy of a large payload)."""
+    if len(payload) > 0x7FFFFFFF:
+        return struct.pack("!iQ", -1, len(payload)), payload
+    if len(payload) > _ONE_PIECE:
+        return struct.pack("!i", len(payload)), payload
+    return (struct.pack("!i", len(payload)) + payload,)
 
 
 def _compact(message: Any) -> Any:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dataloader
-from dataloader import DataLoader, SequentialSampler
+from dataloader import DataLoader, RandomSampler, SequentialSampler
 from dataloader._exec.grouping import GROUP_SECONDS, MAX_GROUP, MAX_GROUP_BYTES, GroupSize
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, WorkerError
 from tests._workers._fixtures import DieAt, StuckAt, read_report
@@ -240,3 +240,27 @@ def test_unseeded_workers_still_draw_differently_in_grouped_batches(no_leaks):
     loader = _loader(IndexDataset(64), 2, transform=RandomAugment(), batches_per_message=4)(num_workers=2)
     draws = np.concatenate([batch["np"].reshape(-1) for batch in loader])
     assert len(draws) == 64 * 4 and len(np.unique(draws)) == len(draws), "two samples drew the same numbers"
+
+
+class _Tagged(dataloader.Dataset):
+    """(index, 100 characters of text): a batch's text travels inside the message."""
+
+    def __len__(self) -> int:
+        return 192 * 1024  # 6 groups of 32 batches: 3 messages to each of 2 workers
+
+    def __getitem__(self, index: int) -> tuple:
+        return index, f"{index:>100}"
+
+
+@pytest.mark.timeout(60, method="thread")  # a deadlock ends the run with every thread's stack
+def test_groups_larger_than_the_sockets_buffers_both_ways_do_not_deadlock(no_leaks):
+    """32 batches of 1,024 indices are 256 KiB to send, and the text of their batches comes
+    back inside the message, 3 MiB: both above a socket's buffer (about 200 KiB). The main
+    process once blocked sending the next group while the worker blocked sending one back."""
+    dataset = _Tagged()
+    loader = DataLoader(dataset, RandomSampler(dataset, batch_size=1024, seed=3), num_workers=2,
+                        batches_per_message=32, multiprocessing_context="fork")
+    for _ in range(2):  # a new pool each epoch, whose first batches go inside the messages too
+        seen, text = zip(*((batch[0], batch[1]) for batch in loader))
+        assert np.array_equal(np.sort(np.concatenate(seen)), np.arange(len(dataset)))
+        assert all(int(t) == i for ts, ids in zip(text, seen) for t, i in zip(ts, ids.tolist()))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import select
+import threading
 from multiprocessing import Pipe
 from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
 
@@ -183,3 +185,52 @@ def test_our_samplers_index_arrays_travel_as_bytes_and_arrive_as_int64_arrays():
         for got, task in zip(tasks, sent):
             assert (got.epoch, got.index) == (task.epoch, task.index)
             assert got.indices.dtype == np.int64 and got.indices.tolist() == task.indices.tolist()
+
+
+def test_the_main_end_never_blocks_and_sends_in_order_once_the_other_end_reads():
+    a, b = Pipe(duplex=True)
+    main, worker = Wire(a, never_block=True), Wire(b)
+    try:
+        big = RunTasks(tuple(BatchTask(0, i, indices=np.arange(4096)) for i in range(32)), released=(1,))
+        for _ in range(3):  # 3 MiB: many times what a socket's buffer holds
+            main.send(big)
+        main.send(ReleaseSegments((7,)))  # small, behind the big ones
+        assert main.unsent and not main.flush()  # nothing read yet: it all waits here
+        received: list = []
+        reader = threading.Thread(target=lambda: received.extend(worker.recv() for _ in range(4)))
+        reader.start()
+        while not main.flush():
+            select.select([], [a], [], 5.0)  # room in the socket: write more
+        reader.join(5.0)
+        assert not main.unsent and [type(m) for m in received] == [RunTasks] * 3 + [ReleaseSegments]
+        assert [t.indices.tolist() for t in received[2].tasks] == [list(range(4096))] * 32
+        assert received[3].segment_ids == (7,)
+    finally:
+        main.close()
+        worker.close()
+
+
+@pytest.mark.parametrize("size", [10, 16384, 16385, 300_000])
+def test_the_main_end_frames_messages_as_send_bytes_does(size):
+    a, b = Pipe(duplex=True)
+    main = Wire(a, never_block=True)
+    try:
+        payload = ReleaseSegments(tuple(range(size // 8)))
+        main.send(payload)
+        got = []
+        while not got:
+            main.flush()
+            if b.poll(0.1):
+                got.append(pickle.loads(b.recv_bytes()))
+        assert _expand(got[0]) == payload and main.flush()
+    finally:
+        main.close()
+        b.close()
+
+
+def test_closing_the_main_end_closes_its_descriptors():
+    before = len(os.listdir("/proc/self/fd"))
+    a, b = Pipe(duplex=True)
+    Wire(a, never_block=True).close()
+    b.close()
+    assert len(os.listdir("/proc/self/fd")) == before
