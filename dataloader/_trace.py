@@ -24,7 +24,7 @@ def trace_events(recorder: Any) -> list[dict]:
         events.append(_meta("thread_name", pid, _tid(worker), {"name": name}))
     for track, tid in _MAIN_TRACKS.items():
         events.append(_meta("thread_name", pid, tid, {"name": f"main: {track}"}))
-    for worker, index, start, fetched, transformed, collated, received, samples, _ in recorder.batches:
+    for worker, index, start, fetched, transformed, collated, samples, received, _ in recorder.batches:
         tid = _tid(worker)
         events.append(_slice(f"batch {index}", pid, tid, start, collated, {"samples": samples}))
         events.append(_slice("fetch", pid, tid, start, fetched))

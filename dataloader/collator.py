@@ -92,29 +92,50 @@ def _kind(value: Any) -> str:
     return "other"
 
 
-def _collate(values: Sequence[Any], path: str) -> Any:
-    """Collate the values found at ``path`` in every sample (one per sample)."""
-    natural = _natural_dtype(type(values[0]))
+def _collate(values: Sequence[Any], path: Any) -> Any:
+    """Collate the values found at ``path`` in every sample (one per sample). The bulk rules
+    pass ``path`` unformatted (see :func:`_named`); the full rules name it in every error."""
+    first = type(values[0])
+    natural = _NATURAL_DTYPES.get(first, _UNSEEN)  # _natural_dtype(first), without a call
+    if natural is _UNSEEN:
+        natural = _natural_dtype(first)
     if natural is not None:
         column = _fast_column(values, natural)
         if column is not None:
             return column
-    types = set(map(type, values))
-    if len(types) == 1:  # one exact type: its bulk rule, if it has one, needs no checks per value
-        fast = _FAST_RULES.get(type(values[0]))
+    else:
+        # A bulk rule checks in one C-level pass that every value takes it (see _FAST_RULES).
+        fast = _FAST_RULES.get(first)
         batch = None if fast is None else fast(values, path)
         if batch is not None:
             return batch
+    path = _named(path)
+    types = set(map(type, values))
     kind = _kind(values[0])
     if len(types) > 1:
         kind = _common_kind(values, kind, path)
     return _RULES[kind](values, path)
 
 
+def _named(path: Any) -> str:
+    """``path`` as errors show it: a string as it is; a bulk rule's ``(parent, key, keyed)``
+    formatted only now, as ``parent[key]`` (``keyed``: a dict key, shown by its repr)."""
+    if type(path) is str:
+        return path
+    parent, key, keyed = path
+    return f"{_named(parent)}[{key!r}]" if keyed else f"{_named(parent)}[{key}]"
+
+
+def _all_of(cls: type, values: Sequence[Any]) -> bool:
+    """Whether every value's type is exactly ``cls`` (one C-level pass, no set built)."""
+    return operator.countOf(map(type, values), cls) == len(values)
+
+
 _PLAIN_ARRAYS = {np.ndarray}
 _dtype_of = operator.attrgetter("dtype")
 # The dtype a column of numbers gets where they all have the first one's type: Python's numbers
 # and NumPy's number scalars; None for every other type. Filled as types are met.
+_UNSEEN: Any = object()  # what _NATURAL_DTYPES gives for a type it has not met yet
 _NATURAL_DTYPES: dict[type, np.dtype | None] = {
     bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64), complex: np.dtype(np.complex128),
 }
@@ -122,13 +143,12 @@ _NATURAL_DTYPES: dict[type, np.dtype | None] = {
 
 def _natural_dtype(cls: type) -> np.dtype | None:
     """The dtype a column of ``cls`` numbers gets, or None for anything but numbers (and for
-    timedelta64, which the full rules handle)."""
-    try:
-        return _NATURAL_DTYPES[cls]
-    except KeyError:
+    timedelta64, which the full rules handle); learned once per type."""
+    natural: np.dtype | None = _NATURAL_DTYPES.get(cls, _UNSEEN)
+    if natural is _UNSEEN:
         dtype = np.dtype(cls) if issubclass(cls, (np.number, np.bool_)) else None
-        found = _NATURAL_DTYPES[cls] = dtype if dtype is not None and dtype.kind in "biufc" else None
-        return found
+        natural = _NATURAL_DTYPES[cls] = dtype if dtype is not None and dtype.kind in "biufc" else None
+    return natural
 
 
 def _fast_column(values: Sequence[Any], natural: np.dtype) -> np.ndarray | None:
@@ -144,37 +164,59 @@ def _fast_column(values: Sequence[Any], natural: np.dtype) -> np.ndarray | None:
         column = np.asarray(values)
     except (TypeError, ValueError, OverflowError):
         return None
-    if column.dtype != natural or column.ndim != 1:
+    dtype = column.dtype
+    if (dtype is not natural and dtype != natural) or column.ndim != 1:
         return None
     return _alloc.adopt(column)
 
 
-def _fast_sequence(values: Sequence[Sequence[Any]], path: str) -> list[Any] | None:
-    """The fields of tuples or lists, column by column; None where the lengths differ."""
+def _fast_sequence(values: Sequence[Sequence[Any]], path: Any) -> list[Any] | None:
+    """The fields of tuples or lists (all of the first one's exact type), column by column;
+    None where the types or lengths differ."""
+    if not _all_of(type(values[0]), values):
+        return None
     try:
         columns = list(zip(*values, strict=True))
     except ValueError:
         return None
-    return [_collate(column, f"{path}[{i}]") for i, column in enumerate(columns)]
+    return [_collate(column, (path, i, False)) for i, column in enumerate(columns)]
 
 
-def _fast_tuple(values: Sequence[tuple[Any, ...]], path: str) -> tuple[Any, ...] | None:
+def _fast_tuple(values: Sequence[tuple[Any, ...]], path: Any) -> tuple[Any, ...] | None:
     columns = _fast_sequence(values, path)
     return None if columns is None else tuple(columns)
 
 
-def _fast_dict(values: Sequence[dict[Any, Any]], path: str) -> dict[Any, Any] | None:
-    """The values of dicts key by key; None unless every dict has the first one's keys."""
+def _fast_dict(values: Sequence[dict[Any, Any]], path: Any) -> dict[Any, Any] | None:
+    """The values of plain dicts key by key; None unless every one is a dict with the first
+    one's keys (as many keys, and each of the first's found: no other set of keys passes)."""
     keys = list(values[0])
-    if len(set(map(len, values))) > 1:
+    if not _all_of(dict, values) or sum(map(len, values)) != len(keys) * len(values):
         return None
-    take = operator.itemgetter(*keys) if keys else None
     try:
-        rows = list(map(take, values)) if take is not None else []
+        columns = [list(map(operator.itemgetter(key), values)) for key in keys]
     except KeyError:
         return None
-    columns = zip(*rows) if len(keys) > 1 else [rows]
-    return {k: _collate(column, f"{path}[{k!r}]") for k, column in zip(keys, columns)}
+    return {k: _collate(column, (path, k, True)) for k, column in zip(keys, columns)}
+
+
+def _fast_text(values: Sequence[str], path: Any) -> list[str] | None:
+    """Strings as a list: ``"".join`` checks in C that every value is a ``str`` (a subclass
+    such as ``numpy.str_`` included, which the full rules also keep as text)."""
+    try:
+        "".join(values)
+    except TypeError:
+        return None
+    return list(values)
+
+
+def _fast_bytes(values: Sequence[bytes], path: Any) -> list[bytes] | None:
+    # Not b"".join: it also takes bytearray and memoryview, which the full rules refuse.
+    return list(values) if _all_of(bytes, values) else None
+
+
+def _fast_arrays(values: Sequence[np.ndarray], path: Any) -> np.ndarray | None:
+    return _stack_alike(values) if _all_of(np.ndarray, values) else None
 
 
 def _stack_alike(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
@@ -341,13 +383,12 @@ def _collate_other(values: Sequence[Any], path: str) -> Any:
     _unsupported(values, path, 0)
 
 
-# The bulk rules for values all of one exact type (numbers take _fast_column first). A bulk
-# rule gives exactly what the full rules give, or None where it cannot tell (lengths or keys
-# that differ, ragged arrays); the full rules then collate the values again and name the
-# problem, so results and errors are the same either way.
+# The bulk rules, by the first value's exact type (numbers take _fast_column first). A bulk
+# rule checks that the other values take it too, and gives exactly what the full rules give, or
+# None where it cannot tell (types, lengths or keys that differ, ragged arrays); the full rules
+# then collate the values again and name the problem, so results and errors are the same.
 _FAST_RULES: dict[type, Callable[[Sequence[Any], str], Any]] = {
-    np.ndarray: lambda values, path: _stack_alike(values),
-    str: _collate_text, bytes: _collate_text,
+    np.ndarray: _fast_arrays, str: _fast_text, bytes: _fast_bytes,
     tuple: _fast_tuple, list: _fast_sequence, dict: _fast_dict,
 }
 

@@ -191,7 +191,7 @@ class Recorder:
         self.worker_type = worker_type
         self.settings = settings or MonitorSettings()
         self.started = perf_counter()
-        # (worker, index, start, fetched, transformed, collated, received, samples, transport seconds)
+        # (worker, index, start, fetched, transformed, collated, samples, received, transport seconds)
         self.batches: list[tuple[Any, ...]] = []
         self.waits: list[tuple[float, float]] = []
         self.preloads: list[tuple[float, float]] = []
@@ -201,6 +201,7 @@ class Recorder:
         self._lock = threading.Lock()
         self.handed_out = 0
         self._keep = max(KEEP if keep is None else keep, self.settings.log_every or 0)
+        self._fold_at = 2 * self._keep  # a kind's list is folded when it holds this many
         self._reporting = self.settings.reporting
         self._reported = (0, self.started)  # batches handed out and time at the latest report
         self.pids: dict[int, int] = {}
@@ -214,28 +215,26 @@ class Recorder:
         """Batch ``index`` was made by ``worker`` (-1: this process) and reached the executor at ``received``."""
         if times is None:
             return
-        received = times.collated if received is None else received
-        self.batches.append(
-            (worker, index, times.start, times.fetched, times.transformed, times.collated, received, times.samples, transport)
-        )
-        if len(self.batches) >= 2 * self._keep:
+        # (worker, index, start, fetched, transformed, collated, samples, received, transport)
+        self.batches.append((worker, index, *times, times[3] if received is None else received, transport))
+        if len(self.batches) >= self._fold_at:
             self._fold("batches")
 
     def preloaded(self, start: float, end: float) -> None:
         self.preloads.append((start, end))
-        if len(self.preloads) >= 2 * self._keep:
+        if len(self.preloads) >= self._fold_at:
             self._fold("preloads")
 
     def read(self, start: float, end: float) -> None:
         """This process read a batch's samples from the stream (``parallel_stream=False``)."""
         self.reads.append((start, end))
-        if len(self.reads) >= 2 * self._keep:
+        if len(self.reads) >= self._fold_at:
             self._fold("reads")
 
     def waited(self, start: float, end: float) -> None:
         self.waits.append((start, end))
         self.handed_out += 1
-        if len(self.waits) >= 2 * self._keep:
+        if len(self.waits) >= self._fold_at:
             self._fold("waits")
         if self._reporting and self._report_due(end) and logger.isEnabledFor(logging.INFO):
             # The batches since the last report only: a summary of everything so far would
@@ -351,7 +350,7 @@ def _columns(batches: list[tuple[Any, ...]], transport: bool) -> tuple[dict[str,
     batches' samples, earliest start and latest end (one pass over ``batches``)."""
     if not batches:
         return {"fetch": [], "transform": [], "collate": [], "transport": []}, _NOTHING_FOLDED
-    _, _, start, fetched, transformed, collated, _, samples, moved = zip(*batches)
+    _, _, start, fetched, transformed, collated, samples, _, moved = zip(*batches)
     durations = {
         "fetch": list(map(sub, fetched, start)),
         "transform": list(map(sub, transformed, fetched)),

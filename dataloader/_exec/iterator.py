@@ -69,7 +69,12 @@ class LoaderIterator(Stage):
             if isinstance(error, Stopped):  # closed by the epoch's own end in another next()
                 raise StopIteration from None
             raise
-        if self._leave(me):
+        with self._lock:  # _leave(me), inline: this runs once a batch
+            self._inside.discard(me)
+            cut_short = bool(self._cut_short) and me in self._cut_short
+            if cut_short:
+                self._cut_short.discard(me)
+        if cut_short:
             del batch  # the epoch was closed while it came: it is not handed out
             self._raise_cut_short(None)
         self.position.handed_out()

@@ -30,6 +30,7 @@ class SerialExecutor(Stage):
         self._recorder = recorder
         self._owner = owner
         self._occupancy = Occupancy()
+        self._timed = hasattr(maker, "timings")  # a BatchMaker notes each batch's stage times
         self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's task, no worker
 
     def __next__(self) -> Any:
@@ -38,9 +39,10 @@ class SerialExecutor(Stage):
         try:
             task = next(self.upstream)
             batch = self._maker(task)
-            self.last_made = ((task.index,), -1)
-            if self._recorder is not None:
-                self._recorder.batch_made(-1, task.index, getattr(self._maker, "timings", None))
+            index = task.index
+            self.last_made = ((index,), -1)
+            if self._recorder is not None and self._timed:
+                self._recorder.batch_made(-1, index, self._maker.timings)
             return batch
         finally:
             self._occupancy.leave()

@@ -33,10 +33,12 @@ class Occupancy:
     """
 
     def __init__(self) -> None:
-        self._condition = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._condition = threading.Condition(self._lock)
         self._inside: int | None = None
         self._closing = False
         self._left_to_inside: Callable[[], None] | None = None
+        self._waiting = 0  # threads waiting on the condition: leave() wakes them only if any
 
     @property
     def stopping(self) -> bool:
@@ -46,9 +48,16 @@ class Occupancy:
     def enter(self) -> bool:
         """Start a ``next()``: False when the stage is closed or closing. A call from a second
         thread waits until the first has left."""
-        with self._condition:
-            while self._inside is not None and not self._closing:
-                self._condition.wait()
+        with self._lock:  # the plain lock: a next() at a time is the rule, waiting the exception
+            if self._inside is None and not self._closing:
+                self._inside = threading.get_ident()
+                return True
+            self._waiting += 1
+            try:
+                while self._inside is not None and not self._closing:
+                    self._condition.wait()
+            finally:
+                self._waiting -= 1
             if self._closing:
                 return False
             self._inside = threading.get_ident()
@@ -56,17 +65,18 @@ class Occupancy:
 
     def leave(self) -> None:
         """End a ``next()``; run the teardown a closer left to this thread, if any."""
-        with self._condition:
+        with self._lock:
             self._inside = None
             teardown, self._left_to_inside = self._left_to_inside, None
-            self._condition.notify_all()
+            if self._waiting:
+                self._condition.notify_all()
         if teardown is not None:
             teardown()
 
     def close(self, teardown: Callable[[], None], wake: Callable[[], None]) -> None:
         """Run ``teardown`` once: at once if no other thread is inside; else after ``wake()``
         made it leave (within :data:`LEAVE_WITHIN`), or, failing that, when it leaves."""
-        with self._condition:
+        with self._lock:
             if self._closing:
                 return
             self._closing = True
@@ -74,8 +84,13 @@ class Occupancy:
             self._condition.notify_all()  # a second caller waiting in enter() gives up
         if inside is not None and inside != threading.get_ident():
             wake()
-            with self._condition:
-                if not self._condition.wait_for(lambda: self._inside is None, LEAVE_WITHIN):
+            with self._lock:
+                self._waiting += 1
+                try:
+                    left = self._condition.wait_for(lambda: self._inside is None, LEAVE_WITHIN)
+                finally:
+                    self._waiting -= 1
+                if not left:
                     self._left_to_inside = teardown
                     return
         teardown()

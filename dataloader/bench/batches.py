@@ -38,12 +38,19 @@ def touch(batch: Any) -> float:
 
 
 def plain_batches(
-    dataset: Dataset, order: list[int], batch_size: int, forever: bool = False
+    dataset: Dataset, order: list[int] | np.ndarray, batch_size: int, forever: bool = False
 ) -> Iterator[tuple]:
-    """The batches of ``order`` made by the plain loop; with ``forever``, epoch after epoch."""
-    while order:
+    """The batches of ``order`` made by the plain loop; with ``forever``, epoch after epoch.
+
+    An int64 array ``order`` (a sampler's permutation) has each batch's indices made Python
+    ints by one ``tolist()``, as our loader does: neither pays for ints made before the timing,
+    nor for a new permutation inside it (our loader draws its epoch's at the first batch)."""
+    while len(order):
         for start in range(0, len(order), batch_size):
-            yield stack([dataset[i] for i in order[start : start + batch_size]])
+            indices = order[start : start + batch_size]
+            if isinstance(indices, np.ndarray):
+                indices = indices.tolist()
+            yield stack([dataset[i] for i in indices])
         if not forever:
             return
 

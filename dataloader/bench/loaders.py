@@ -150,10 +150,10 @@ def open_torch(dataset: Dataset, batch_size: int, workers: int, config: "BenchCo
 def open_baseline(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
     """The same batches from a plain loop: ``dataset[i]`` for each index, then ``np.stack``.
 
-    It goes on into further epochs (they cost it nothing), so that a fast baseline is still
-    timed for the full ``seconds`` even where a loader's epoch ends sooner.
+    It goes on into further epochs in the same order (they cost it nothing), so that a fast
+    baseline is still timed for the full ``seconds`` where a loader's epoch ends sooner.
     """
-    order = np.random.default_rng(config.seed).permutation(len(dataset)).tolist()
+    order = np.random.default_rng(config.seed).permutation(len(dataset))
     return plain_batches(dataset, order, batch_size, forever=True), None
 
 

@@ -231,7 +231,7 @@ def measure_ideal(dataset: Dataset, batch_size: int, count: int, seconds: float,
         clock = CpuClock()
         for part in range(count):
             receive, send = context.Pipe(duplex=False)
-            args = (dataset, order[part::count].tolist(), batch_size, seconds, warmup, go, send)
+            args = (dataset, order[part::count], batch_size, seconds, warmup, go, send)
             children.append(context.Process(target=_plain_loop, args=args, daemon=True))
             children[-1].start()
             send.close()
@@ -250,7 +250,7 @@ def measure_ideal(dataset: Dataset, batch_size: int, count: int, seconds: float,
     }
 
 
-def _plain_loop(dataset: Dataset, order: list[int], batch_size: int, seconds: float,
+def _plain_loop(dataset: Dataset, order: np.ndarray, batch_size: int, seconds: float,
                 warmup: int, go: Any, pipe: Any) -> None:
     go.wait()
     batches, total, samples, timer = 0, 0, 0, None

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from dataloader import ArrayDataset
+from dataloader import ArrayDataset, DataLoader, RandomSampler
 from dataloader.bench.batches import leaves, plain_batches, stack, touch
 
 
@@ -24,6 +24,18 @@ def test_plain_batches_stack_arrays_and_numbers():
     forever = plain_batches(dataset, [1], 1, forever=True)
     assert [next(forever)[1].tolist() for _ in range(3)] == [[8]] * 3
     assert stack([(np.zeros(2), 1)])[1].dtype.kind == "i"
+
+
+def test_plain_batches_from_an_index_array_are_our_loaders_batches():
+    dataset = ArrayDataset(np.arange(11) * 10, np.arange(11) % 3)
+    sampler = RandomSampler(dataset, batch_size=4, seed=5)
+    order = np.random.default_rng([5, 0]).permutation(11)  # what the sampler draws for epoch 0
+    ours = list(DataLoader(dataset, sampler))
+    plain = list(plain_batches(dataset, order, 4))
+    assert len(plain) == len(ours) == 3
+    for mine, theirs, expected in zip(ours, plain, plain_batches(dataset, order.tolist(), 4)):
+        assert [leaf.tolist() for leaf in mine] == [leaf.tolist() for leaf in theirs]
+        assert [leaf.tolist() for leaf in theirs] == [leaf.tolist() for leaf in expected]
 
 
 def test_stack_takes_dicts_by_key_and_keeps_strings_in_a_list():
