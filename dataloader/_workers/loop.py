@@ -55,6 +55,7 @@ from .messages import (
     StreamEnded,
     WaitingForRoom,
 )
+from .arrow_pool import use_own_arrow_pool
 from .native_threads import use_one_native_thread
 from .remote_error import RemoteError
 from .wire import Wire
@@ -121,6 +122,7 @@ def run_worker(
     faulthandler.register(signal.SIGUSR1, file=stack_out.fileno(), all_threads=True, chain=False)
     wire = Wire(conn)
     stage = "unpickling"
+    forked = not isinstance(boot, PickledBoot)  # fork hands the boot over as it is
     try:
         if isinstance(boot, PickledBoot):
             boot = boot.load()
@@ -133,6 +135,8 @@ def run_worker(
         # Before worker_init_fn (in start), which may raise a count again.
         capped = use_one_native_thread()
         logger.debug("worker %d: thread pools capped at 1: %s", boot.worker_id, ", ".join(capped) or "none")
+        if forked:
+            logger.debug("worker %d: Arrow allocates from %s", boot.worker_id, use_own_arrow_pool())
         worker = WorkerLoop(boot, wire)
     except Exception as error:
         wire.send(InitFailed(RemoteError.capture(error, boot.worker_id, os.getpid(), None, stage)))
