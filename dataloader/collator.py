@@ -96,7 +96,7 @@ def _collate(values: Sequence[Any], path: Any) -> Any:
     """Collate the values found at ``path`` in every sample (one per sample). The bulk rules
     pass ``path`` unformatted (see :func:`_named`); the full rules name it in every error."""
     first = type(values[0])
-    natural = _NATURAL_DTYPES.get(first, _UNSEEN)  # _natural_dtype(first), without a call
+    natural = _NATURAL_DTYPES.get(first, _UNSEEN)
     if natural is _UNSEEN:
         natural = _natural_dtype(first)
     if natural is not None:
@@ -143,11 +143,10 @@ _NATURAL_DTYPES: dict[type, np.dtype | None] = {
 
 def _natural_dtype(cls: type) -> np.dtype | None:
     """The dtype a column of ``cls`` numbers gets, or None for anything but numbers (and for
-    timedelta64, which the full rules handle); learned once per type."""
-    natural: np.dtype | None = _NATURAL_DTYPES.get(cls, _UNSEEN)
-    if natural is _UNSEEN:
-        dtype = np.dtype(cls) if issubclass(cls, (np.number, np.bool_)) else None
-        natural = _NATURAL_DTYPES[cls] = dtype if dtype is not None and dtype.kind in "biufc" else None
+    timedelta64, which the full rules handle); noted in ``_NATURAL_DTYPES``, which
+    :func:`_collate` reads first, so this runs once per type."""
+    dtype = np.dtype(cls) if issubclass(cls, (np.number, np.bool_)) else None
+    natural = _NATURAL_DTYPES[cls] = dtype if dtype is not None and dtype.kind in "biufc" else None
     return natural
 
 

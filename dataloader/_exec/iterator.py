@@ -69,12 +69,7 @@ class LoaderIterator(Stage):
             if isinstance(error, Stopped):  # closed by the epoch's own end in another next()
                 raise StopIteration from None
             raise
-        with self._lock:  # _leave(me), inline: this runs once a batch
-            self._inside.discard(me)
-            cut_short = bool(self._cut_short) and me in self._cut_short
-            if cut_short:
-                self._cut_short.discard(me)
-        if cut_short:
+        if self._leave(me):
             del batch  # the epoch was closed while it came: it is not handed out
             self._raise_cut_short(None)
         self.position.handed_out()
@@ -120,7 +115,7 @@ class LoaderIterator(Stage):
         """Leave ``next()``; True if another thread closed the epoch meanwhile."""
         with self._lock:
             self._inside.discard(me)
-            if me not in self._cut_short:
+            if not self._cut_short or me not in self._cut_short:
                 return False
             self._cut_short.discard(me)
             return True

@@ -130,7 +130,8 @@ class Waiter:
         main process never blocks sending; see :class:`~dataloader._workers.wire.Wire`), and
         stop watching those whose messages are all written."""
         for worker in self._pool.workers:
-            self._flush(worker)
+            if worker.conn.unsent or self._writing:
+                self._flush(worker)
 
     def _flush(self, worker: Handle) -> None:
         """Write what waits for ``worker``, as far as its socket takes it now; watch the socket

@@ -78,8 +78,6 @@ def _transform(transform: Any, samples: list) -> list:
 
 
 def _read(dataset: Any, task: BatchTask) -> list | Collated:
-    if task.indices is not None:  # a map dataset's batch: the common case first
-        return fetch(dataset, task.indices)
     if task.samples is not None:
         # A stream that yields whole batches: each task carries one Collated.
         if len(task.samples) == 1 and isinstance(task.samples[0], Collated):

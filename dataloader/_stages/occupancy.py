@@ -49,15 +49,8 @@ class Occupancy:
         """Start a ``next()``: False when the stage is closed or closing. A call from a second
         thread waits until the first has left."""
         with self._lock:  # the plain lock: a next() at a time is the rule, waiting the exception
-            if self._inside is None and not self._closing:
-                self._inside = threading.get_ident()
-                return True
-            self._waiting += 1
-            try:
-                while self._inside is not None and not self._closing:
-                    self._condition.wait()
-            finally:
-                self._waiting -= 1
+            if self._inside is not None and not self._closing:
+                self._wait_until(lambda: self._inside is None or self._closing)
             if self._closing:
                 return False
             self._inside = threading.get_ident()
@@ -85,12 +78,16 @@ class Occupancy:
         if inside is not None and inside != threading.get_ident():
             wake()
             with self._lock:
-                self._waiting += 1
-                try:
-                    left = self._condition.wait_for(lambda: self._inside is None, LEAVE_WITHIN)
-                finally:
-                    self._waiting -= 1
-                if not left:
+                if not self._wait_until(lambda: self._inside is None, LEAVE_WITHIN):
                     self._left_to_inside = teardown
                     return
         teardown()
+
+    def _wait_until(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait on the condition (its lock held) until ``ready()``, or ``timeout`` seconds;
+        counted in ``_waiting``, so that :meth:`leave` knows to wake this thread."""
+        self._waiting += 1
+        try:
+            return self._condition.wait_for(ready, timeout)
+        finally:
+            self._waiting -= 1
