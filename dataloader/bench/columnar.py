@@ -12,8 +12,9 @@ loader has workers, paired within each of ``--reps`` repetitions in a rotating o
   ``ArrowDataset`` with a ``RandomSampler`` against Hugging Face ``datasets``
   (``Dataset.from_file(...).with_format("numpy")`` in PyTorch's DataLoader, ``shuffle=True``).
 - ``image parquet``: ``--images`` 256x256 JPEGs, decoded and cropped to 160x160 in the
-  workers, batches of 32: ``ImageFolder`` (files) against ``ParquetStream`` rows (one file of
-  the same bytes) decoded by ``cv2.imdecode`` in the transform.
+  workers, batches of 32: ``ImageFolder`` (files) against ``ParquetStream`` rows (one Parquet
+  shard of the same bytes, written as ``python -m dataloader convert`` writes it) decoded by
+  ``cv2.imdecode`` in the transform.
 
 Our loaders and the plain scan run epoch after epoch (a new epoch starts its workers again,
 unless persistent) for about ``--seconds``; PyTorch's and Hugging Face's, slower, run at most

@@ -2,8 +2,9 @@
 
 :func:`write_files` makes, once per run, the tabular rows as Parquet (row groups of 65,536),
 as an uncompressed Arrow IPC file (``ArrowDataset``) and as an Arrow IPC stream (what
-``datasets.Dataset.from_file`` reads), and the JPEGs both as an ImageFolder tree and as one
-Parquet file of ``image`` bytes and ``label``. :class:`Crop` and :class:`DecodeCrop` are the
+``datasets.Dataset.from_file`` reads), and the JPEGs both as an ImageFolder tree and as
+Parquet of ``image`` bytes and ``label``, written by ``write_parquet_shards`` as
+``python -m dataloader convert`` writes it. :class:`Crop` and :class:`DecodeCrop` are the
 two image contenders' transforms, the crop code shared. :class:`TakeRows` is the map dataset a
 user writes by hand for PyTorch's DataLoader: one ``table.take([i])`` per sample.
 """
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
+from dataloader.columnar import write_parquet_shards
 from dataloader.transform import Transform
 
 TABLE_ROW_GROUP = 65_536
@@ -35,7 +37,7 @@ class Files:
     arrow: Path  # the same rows, uncompressed Arrow IPC file format
     arrow_stream: Path  # the same rows, Arrow IPC stream format (Hugging Face's cache format)
     image_root: Path  # root/<class>/<n>.jpg
-    image_parquet: Path  # columns image (binary) and label (int32)
+    image_parquet: Path  # a directory of Parquet shards (one here): image (binary), label (int32)
 
 
 def tabular(rows: int, seed: int = 0) -> pa.Table:
@@ -69,7 +71,7 @@ def jpegs(count: int, seed: int = 0) -> list[bytes]:
 def write_files(directory: Path, rows: int, images: int) -> Files:
     """Every file of the run, in ``directory``."""
     files = Files(directory / "rows.parquet", directory / "rows.arrow", directory / "rows.arrows",
-                  directory / "images", directory / "images.parquet")
+                  directory / "images", directory / "images-parquet")
     table = tabular(rows)
     pq.write_table(table, files.parquet, row_group_size=TABLE_ROW_GROUP)
     feather.write_feather(table, files.arrow, compression="uncompressed")
@@ -81,8 +83,10 @@ def write_files(directory: Path, rows: int, images: int) -> Files:
         folder = files.image_root / f"class{label}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{n}.jpg").write_bytes(data)
-    pq.write_table(pa.table({"image": pa.array(encoded, pa.binary()), "label": labels}),
-                   files.image_parquet, row_group_size=IMAGE_ROW_GROUP)
+    # Written as `python -m dataloader convert` writes an ImageFolder: no dictionary for the bytes
+    # (pq.write_table's default), which a reader would have to decode, as large as the data.
+    write_parquet_shards(pa.table({"image": pa.array(encoded, pa.binary()), "label": labels}),
+                         files.image_parquet, row_group_size=IMAGE_ROW_GROUP)
     return files
 
 

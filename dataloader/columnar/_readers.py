@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import ArgumentTypeError, ArgumentValueError
+from ._files import mapped
 from ._sharding import Piece
 
 # Files a reader keeps open at once (units read in a shuffled order jump between files).
@@ -132,9 +133,10 @@ class ParquetReader(Reader):
     units: ParquetUnits
 
     def _open_file(self, path: str) -> Any:
+        filesystem = mapped(self.units.filesystem)
         if self.units.filter is None:
-            return pq.ParquetFile(path, filesystem=self.units.filesystem)
-        return ds.ParquetFileFormat().make_fragment(path, filesystem=self.units.filesystem)
+            return pq.ParquetFile(path, filesystem=filesystem)
+        return ds.ParquetFileFormat().make_fragment(path, filesystem=filesystem)
 
     def read(self, piece: Piece) -> pa.Table:
         units = self.units

@@ -18,7 +18,7 @@ from ..dataset import Collated, StreamDataset
 from ..errors import ArgumentValueError
 from ..sampler import resolve_world
 from ..worker import get_worker_info
-from ._batching import batch_rows, cut_batches, drop_rows, rows_of, shuffled_windows
+from ._batching import batch_rows, cut_batches, drop_rows, in_pieces, rows_of, shuffled_windows
 from ._convert import STRINGS, table_to_batch
 from ._files import ARROW_SUFFIXES, PARQUET_SUFFIXES, resolve_files
 from ._readers import ArrowUnits, ParquetUnits, Units
@@ -179,7 +179,7 @@ class ColumnarStream(StreamDataset):
                 tables = shuffled_windows(tables, self.shuffle_buffer, window_rng)
             if drop:
                 tables = drop_rows(tables, drop)
-            chunks = (table_to_batch(table, self.strings, self.fill_null) for table in tables)
+            chunks = (table_to_batch(piece, self.strings, self.fill_null) for piece in in_pieces(tables))
             if self.batch_size is None:
                 for row in rows_of(chunks):
                     progress.rows += 1

@@ -178,6 +178,15 @@ def test_images_as_encoded_bytes_come_out_as_bytes(tmp_path):
     assert [bytes(b) for b in batch["image"]] == [encoded.getvalue()] * 3
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/self/maps")
+def test_local_files_are_read_memory_mapped(tmp_path):
+    path = tmp_path / "numbers.parquet"
+    pq.write_table(pa.table({"x": list(range(10))}), path)
+    dataset = ParquetDataset(path)
+    assert int(dataset[3]["x"]) == 3
+    assert str(path) in Path("/proc/self/maps").read_text()  # its open file is a map of the page cache
+
+
 def test_nulls_are_an_error_naming_the_column_when_built_or_when_read(tmp_path):
     table = pa.table({"a": [1, 2, 3], "b": pa.array([1.0, None, 3.0])})
     pq.write_table(table, tmp_path / "stats.parquet")

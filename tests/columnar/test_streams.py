@@ -355,3 +355,31 @@ def test_a_loader_resumes_a_stream_exactly_where_its_state_was_taken(
         resumed = loader()
         resumed.load_state_dict(state)
         assert head + epochs(resumed, 2 - state["epoch"]) == full
+
+
+def _mapped_files() -> str:
+    with open("/proc/self/maps") as maps:
+        return maps.read()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/self/maps")
+def test_local_parquet_is_read_memory_mapped_and_unmapped_when_the_epoch_ends(tmp_path):
+    write(tmp_path, [[6, 6]])
+    path = str(tmp_path / "part-00.parquet")
+    rows = iter(ParquetStream(path))
+    assert next(rows)["id"] == 0
+    assert path in _mapped_files()  # the column chunks come from the page cache, not a copy
+    rows.close()
+    assert path not in _mapped_files()
+
+
+def test_rows_converted_in_small_pieces_are_the_rows_read_whole(tmp_path, monkeypatch):
+    write(tmp_path, [[40, 25], [33]])
+    whole = [list(ParquetStream(tmp_path, batch_size=size)) for size in (None, 7)]
+    monkeypatch.setattr("dataloader.columnar._batching.PIECE_BYTES", 100)  # a few rows a piece
+    pieces = [list(ParquetStream(tmp_path, batch_size=size)) for size in (None, 7)]
+    assert ids(pieces[0]) == ids(whole[0]) == ids(pieces[1]) == list(range(98))
+    assert [row["s"] for row in pieces[0]] == [row["s"] for row in whole[0]]
+    for got, expected in zip(pieces[1], whole[1]):
+        assert got.size == expected.size
+        assert all(np.array_equal(got.batch[k], expected.batch[k]) for k in expected.batch)
