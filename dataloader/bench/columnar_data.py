@@ -83,10 +83,10 @@ def write_files(directory: Path, rows: int, images: int) -> Files:
         folder = files.image_root / f"class{label}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{n}.jpg").write_bytes(data)
-    # Written as `python -m dataloader convert` writes an ImageFolder: no dictionary for the bytes
-    # (pq.write_table's default), which a reader would have to decode, as large as the data.
+    # Written as `python -m dataloader convert` writes an ImageFolder: uncompressed, and with no
+    # dictionary for the bytes (pq.write_table's default, which a reader decodes, as large as the data).
     write_parquet_shards(pa.table({"image": pa.array(encoded, pa.binary()), "label": labels}),
-                         files.image_parquet, row_group_size=IMAGE_ROW_GROUP)
+                         files.image_parquet, row_group_size=IMAGE_ROW_GROUP, compression="none")
     return files
 
 

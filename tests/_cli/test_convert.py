@@ -46,6 +46,7 @@ def test_an_image_folder_becomes_encoded_bytes_labels_and_paths(tmp_path):
         assert row["image"] == Path(folder.path(index)).read_bytes()  # the file's bytes, not decoded
         assert row["label"] == folder.labels[index]
     assert "cat/nested/5.jpg" in [row["path"] for row in rows]
+    assert _codecs(dest) == {"UNCOMPRESSED"}  # encoded images are not compressed again
     summary = result.stdout.strip().splitlines()[-1]
     assert summary.startswith("9 rows in 3 shard(s),") and "KiB, in " in summary and str(dest) in summary
     assert "row" in result.stderr  # the progress bar
@@ -68,6 +69,24 @@ def test_an_npz_file_becomes_one_column_per_array(tmp_path):
     assert np.array_equal(x, arrays["x"])
     assert table.column("name").to_pylist() == arrays["name"].tolist()
     assert result.stdout.strip().startswith("10 rows in 1 shard(s)")
+    assert _codecs(tmp_path / "out") == {"UNCOMPRESSED"}
+
+
+def test_npz_columns_are_zstd_compressed_by_default(tmp_path):
+    np.savez(tmp_path / "data.npz", x=np.zeros(100, dtype=np.float32))
+    result = run_cli(str(tmp_path / "data.npz"), str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert _codecs(tmp_path / "out") == {"ZSTD"}
+
+
+def _codecs(directory: Path) -> set[str]:
+    """The compression of every column chunk of every shard in ``directory``."""
+    found = set()
+    for shard in directory.iterdir():
+        meta = pq.ParquetFile(shard).metadata
+        for group in range(meta.num_row_groups):
+            found |= {meta.row_group(group).column(c).compression for c in range(meta.num_columns)}
+    return found
 
 
 def test_help_lists_every_option():
@@ -106,7 +125,7 @@ def test_npz_files_that_are_not_tables_are_refused(tmp_path, arrays, match, caps
     path = tmp_path / "data.npz"
     np.savez(path, **arrays)
     args = type("Args", (), {"source": str(path), "dest": str(tmp_path / "out"), "kind": None, "rows_per_shard": None,
-                             "row_group_size": None, "compression": "zstd", "overwrite": False})
+                             "row_group_size": None, "compression": None, "overwrite": False})
     assert convert.run(args) == 2
     assert match in capsys.readouterr().err
 
@@ -114,7 +133,7 @@ def test_npz_files_that_are_not_tables_are_refused(tmp_path, arrays, match, caps
 def test_a_npy_file_given_as_npz_is_refused(tmp_path, capsys):
     np.save(tmp_path / "a.npy", np.arange(3))
     args = type("Args", (), {"source": str(tmp_path / "a.npy"), "dest": str(tmp_path / "out"), "kind": "npz",
-                             "rows_per_shard": None, "row_group_size": None, "compression": "zstd", "overwrite": False})
+                             "rows_per_shard": None, "row_group_size": None, "compression": None, "overwrite": False})
     assert convert.run(args) == 2
     assert "a .npy file" in capsys.readouterr().err
 
