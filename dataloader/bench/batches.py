@@ -3,7 +3,7 @@ loop (``dataset[i]`` for each index, then ``np.stack``) that every loader is com
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -38,19 +38,22 @@ def touch(batch: Any) -> float:
 
 
 def plain_batches(
-    dataset: Dataset, order: list[int] | np.ndarray, batch_size: int, forever: bool = False
-) -> Iterator[tuple]:
+    dataset: Dataset, order: list[int] | np.ndarray, batch_size: int, forever: bool = False,
+    collate: Callable[[list], Any] | None = None,
+) -> Iterator[Any]:
     """The batches of ``order`` made by the plain loop; with ``forever``, epoch after epoch.
+    ``collate`` replaces the loop's :func:`stack` (the bench's collator floor passes ours).
 
     An int64 array ``order`` (a sampler's permutation) has each batch's indices made Python
     ints by one ``tolist()``, as our loader does: neither pays for ints made before the timing,
     nor for a new permutation inside it (our loader draws its epoch's at the first batch)."""
+    collate = collate or stack
     while len(order):
         for start in range(0, len(order), batch_size):
             indices = order[start : start + batch_size]
             if isinstance(indices, np.ndarray):
                 indices = indices.tolist()
-            yield stack([dataset[i] for i in indices])
+            yield collate([dataset[i] for i in indices])
         if not forever:
             return
 

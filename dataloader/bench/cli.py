@@ -15,7 +15,9 @@ Per workload and worker count, each repetition runs our loader, PyTorch's, the "
 baseline (one plain loop in this process making the same batches: the same ``dataset[i]``
 calls, then ``np.stack``) and, for ``num_workers=n >= 2``, the "ideal" (n forked processes each
 running that plain loop on its share, nothing sent anywhere: the most n workers could give on
-this machine). The order rotates every repetition, so a drift of the noisy machine hits all
+this machine). The small-sample workloads also run, with 0 workers, "no-loader+collator": that
+loop with our collator in place of ``np.stack``, the most its checks leave a serial loader.
+The order rotates every repetition, so a drift of the noisy machine hits all
 alike; ratios are formed within a repetition and the table quotes their medians.
 
 Four more compare settings of our loader: ``preload`` (preload off and on against a consumer

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import numpy as np
 
-from dataloader import DataLoader, Dataset, RandomSampler
+from dataloader import Collator, DataLoader, Dataset, RandomSampler
 
 from .batches import plain_batches, touch
-from .workloads import BASELINE, LOAD_ONLY, MONITOR, OURS, OUR_OPTIONS, STEP_ONLY, TORCH
+from .workloads import BASELINE, COLLATOR_FLOOR, LOAD_ONLY, MONITOR, OURS, OUR_OPTIONS, STEP_ONLY, TORCH
 
 if TYPE_CHECKING:
     from .config import BenchConfig
@@ -147,14 +147,22 @@ def open_torch(dataset: Dataset, batch_size: int, workers: int, config: "BenchCo
     return iter(loader), None
 
 
-def open_baseline(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
-    """The same batches from a plain loop: ``dataset[i]`` for each index, then ``np.stack``.
+def open_baseline(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig",
+                  collate: Callable[[list], Any] | None = None) -> Opened:
+    """The same batches from a plain loop: ``dataset[i]`` for each index, then ``np.stack``
+    (or ``collate``).
 
     It goes on into further epochs in the same order (they cost it nothing), so that a fast
     baseline is still timed for the full ``seconds`` where a loader's epoch ends sooner.
     """
     order = np.random.default_rng(config.seed).permutation(len(dataset))
-    return plain_batches(dataset, order, batch_size, forever=True), None
+    return plain_batches(dataset, order, batch_size, forever=True, collate=collate), None
+
+
+def open_collator_floor(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
+    """The plain loop of :func:`open_baseline` with our :class:`~dataloader.Collator` in place
+    of its ``stack``: the same batches, each checked as our loader checks them."""
+    return open_baseline(dataset, batch_size, workers, config, collate=Collator().apply)
 
 
 def open_step_only(dataset: Dataset, batch_size: int, workers: int, config: "BenchConfig") -> Opened:
@@ -177,7 +185,8 @@ def run_spec(label: str, dataset: Dataset, batch_size: int, workers: int,
              config: "BenchConfig", step: MatmulStep | None = None) -> RunSpec:
     """The run called ``label`` (any but the ideal, which has no iterator). With ``step`` (the
     preload workload), the step is the consumer, on one BLAS thread."""
-    openers = {TORCH: open_torch, BASELINE: open_baseline, STEP_ONLY: open_step_only}
+    openers = {TORCH: open_torch, BASELINE: open_baseline, STEP_ONLY: open_step_only,
+               COLLATOR_FLOOR: open_collator_floor}
     if label in openers:
         opener = lambda: openers[label](dataset, batch_size, workers, config)
     else:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from .measure import Measurement
 from .repetitions import median, paired, paired_median
 from .workloads import (
-    BASELINE, IDEAL, LOAD_ONLY, MONITOR, OURS, PRELOAD, SMALL, STEP_ONLY, THREAD, TORCH, WORKLOADS,
+    BASELINE, COLLATOR_FLOOR, IDEAL, LOAD_ONLY, MONITOR, OURS, PRELOAD, SMALL, STEP_ONLY, THREAD, TORCH,
+    WORKLOADS,
 )
 
 _MIB = 2**20
 # Row order within a workload; the no-loader baseline comes last.
-_ORDER = (LOAD_ONLY, STEP_ONLY, OURS, THREAD, PRELOAD, MONITOR, TORCH, IDEAL)
+_ORDER = (LOAD_ONLY, STEP_ONLY, OURS, THREAD, PRELOAD, MONITOR, TORCH, IDEAL, COLLATOR_FLOOR)
 
 
 def summarize(runs: list[Measurement], memcpy: list[float], cpus: int = 2) -> list[dict]:
@@ -170,6 +171,10 @@ def targets(rows: list[dict]) -> list[dict]:
         met = {">=": value >= threshold, "<=": value <= threshold, "<": value < threshold}[op]
         ceiling = ideal["vs_no_loader"] if ideal is not None and column == "vs_no_loader" else None
         note = None if ceiling is None else f"{ceiling:.2f} for {workers} plain processes here"
+        floor = find(workload, COLLATOR_FLOOR, workers)
+        if floor is not None and loader == OURS and column == "vs_no_loader":
+            ceiling = floor["vs_no_loader"]
+            note = f"{ceiling:.2f} for the plain loop with our collator here"
         if column == "overlap" and row.get("overlap_ceiling") is not None:
             ceiling = row["overlap_ceiling"]
             note = f"at most {ceiling:.2f} with this load's CPU time on these CPUs"

@@ -48,6 +48,9 @@ PRELOAD = "ours+preload"  # preload=True, with the calibrated step as consumer
 LOAD_ONLY = "load-only"  # ours with preload off and no step: the time to load a batch
 STEP_ONLY = "step-only"  # the calibrated step on a batch made once: no loading at all
 MONITOR = "ours+monitor"  # DATALOADER_MONITOR=1, the log discarded by a NullHandler
+# The plain loop with our Collator in place of its stack (small samples, 0 workers): what our
+# collator's checks leave of the plain loop's rate with no loader around them, the serial ceiling.
+COLLATOR_FLOOR = "no-loader+collator"
 
 # The loader options each run of our loader uses, beyond num_workers and prefetch_factor.
 OUR_OPTIONS = {
@@ -223,12 +226,15 @@ class Workload:
     workers: tuple[int, ...] | None = None
     # A module the dataset needs beyond NumPy and Pillow, and what installs it.
     needs: tuple[str, str] | None = None
+    # Whether the serial group also runs the plain loop with our collator (COLLATOR_FLOOR).
+    collator_floor: bool = False
 
     def loaders(self, workers: int, with_torch: bool) -> list[str]:
         """The runs of one (workload, num_workers) group, in their first repetition's order."""
         if self.runs is not None:
             return [run for run in self.runs if run != TORCH or with_torch]
-        return [OURS] + [TORCH] * with_torch + [BASELINE] + [IDEAL] * (workers >= 2)
+        floor = [COLLATOR_FLOOR] * (self.collator_floor and workers == 0)
+        return [OURS] + [TORCH] * with_torch + [BASELINE] + [IDEAL] * (workers >= 2) + floor
 
 
 def _decode(small: bool) -> Dataset:
@@ -238,7 +244,7 @@ def _decode(small: bool) -> Dataset:
 def _small(name: str, make: Callable[[int], Dataset], what: str) -> Workload:
     """A small-sample workload: 2M samples (50k for smoke runs), batches of 256."""
     return Workload(name, 256, lambda small: make(50_000 if small else 2_000_000),
-                    f"small samples: {what}, batch 256", True)
+                    f"small samples: {what}, batch 256", True, collator_floor=True)
 
 
 WORKLOADS = {

@@ -2,8 +2,9 @@
 
 import numpy as np
 
-from dataloader import ArrayDataset, DataLoader, RandomSampler
+from dataloader import ArrayDataset, Collator, DataLoader, RandomSampler
 from dataloader.bench.batches import leaves, plain_batches, stack, touch
+from dataloader.bench.small import RecordDataset, ScalarsDataset, VectorDataset
 
 
 def test_leaves_walks_dicts_lists_and_tuples_depth_first():
@@ -48,3 +49,16 @@ def test_a_text_field_is_one_leaf_and_touch_counts_its_strings():
     batch = {"id": np.arange(3), "tag": ["a", "b", "c"]}
     assert [type(leaf) for leaf in leaves(batch)] == [np.ndarray, list]
     assert touch(batch) == 0 + 1 + 2 + 3
+
+
+def test_the_collator_floor_makes_the_plain_loops_batches_with_our_collator():
+    order = np.random.default_rng(0).permutation(1000)
+    for dataset in (ScalarsDataset(1000), RecordDataset(1000), VectorDataset(1000)):
+        plain = list(plain_batches(dataset, order, 256))
+        ours = list(plain_batches(dataset, order, 256, collate=Collator().apply))
+        assert len(ours) == len(plain) == 4
+        for mine, theirs in zip(ours, plain):
+            assert type(mine) is type(theirs)
+            for a, b in zip(leaves(mine), leaves(theirs)):
+                assert np.asarray(a).dtype == np.asarray(b).dtype and np.array_equal(a, b)
+

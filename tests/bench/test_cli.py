@@ -83,6 +83,8 @@ def test_a_row_per_workload_loader_and_worker_count(quick_run):
         for loader in set(loaders) - {"no-loader"}:
             for workers in (0, 2):
                 assert (workload, loader, workers) in keys
+    floors = {key for key in keys if key[1] == "no-loader+collator"}
+    assert floors == {(workload, "no-loader+collator", 0) for workload in SMALL}  # serial, small only
     table_rows = [line for line in stdout.splitlines() if line.split(" ", 1)[0] in WORKLOADS]
     assert len(table_rows) == len(result["rows"]), stdout
 
@@ -122,6 +124,9 @@ def test_targets_are_judged(quick_run):
     for name in SMALL:
         assert {f"{name}: serial >= 0.9x the no-loader rate", f"{name}: 2 workers >= 1.0x our "
                 "serial rate", f"{name}: 2 workers >= 0.5x the no-loader rate"} <= judged
+        serial = next(t for t in result["targets"] if t["target"] == f"{name}: serial >= 0.9x the no-loader rate")
+        assert serial["ceiling_note"].endswith("for the plain loop with our collator here")
+        assert 0 < serial["ideal"] < 10  # that loop's rate over the plain loop's
     assert all(isinstance(t["met"], bool) for t in result["targets"])
 
 
