@@ -4,7 +4,8 @@ A foundation module: it imports nothing from the package. The worker loop and
 :class:`~dataloader._stages.batch.BatchMaker` write this state through the functions below;
 the public modules read it (:func:`dataloader.rng.batch_rng`,
 :func:`dataloader.worker.get_worker_info`), so neither side imports the other's private names.
-Everything is per thread, so thread workers never see each other's state.
+Everything is per thread, so thread workers never see each other's state, except whether
+this whole process is a worker process (:func:`in_worker_process`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Iterator
 import numpy as np
 
 _state = threading.local()
+_worker_process = False  # this process is one the loader started as a worker (set at its start)
 
 
 def current_batch_rng() -> np.random.Generator | None:
@@ -47,3 +49,15 @@ def current_worker_info() -> Any:
 def set_worker_info(info: Any) -> None:
     """Install ``info`` for the calling thread (the worker loop does, when a worker starts)."""
     _state.info = info
+
+
+def mark_worker_process() -> None:
+    """Note that this process is a loader's worker process (the worker loop does, first thing)."""
+    global _worker_process
+    _worker_process = True
+
+
+def in_worker_process() -> bool:
+    """Whether this process is a loader's worker process: a crash here is a worker's death,
+    which the main process reports (a thread worker is in the main process: False)."""
+    return _worker_process

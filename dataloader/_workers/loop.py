@@ -30,7 +30,7 @@ from multiprocessing.reduction import send_handle
 from typing import Any, Callable
 
 from .._alloc import use_allocator
-from .._local import set_worker_info
+from .._local import mark_worker_process, set_worker_info
 from .._stages.batch import BatchMaker
 from .._stages.seeding import seed_all
 from .._stages.shard import ShardReader
@@ -116,6 +116,7 @@ def run_worker(
     boot: WorkerBoot | PickledBoot, conn: Connection, parent_alive: Connection, stack_out: Connection
 ) -> None:
     """Entry point of a worker process."""
+    mark_worker_process()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _exit_when_parent_dies(parent_alive.fileno())

@@ -235,7 +235,11 @@ def death_message(worker_id: int, pid: int, exitcode: int | None) -> str:
 
 _SIGNAL_CAUSES = {
     signal.SIGKILL: lambda: "The kernel's OOM killer is the usual cause. " + describe_oom(),
-    signal.SIGBUS: lambda: "Shared memory ran out. " + describe_shm(),
+    signal.SIGBUS: lambda: (
+        "A memory-mapped page could not be read: shared memory ran out, or a memory-mapped file "
+        "(Arrow, or Parquet read in a worker) was truncated or rewritten while it was read. "
+        + describe_shm()
+    ),
     signal.SIGSEGV: lambda: "Native code crashed (a C extension used by the dataset or transform).",
     signal.SIGABRT: lambda: "Native code aborted (a C extension used by the dataset or transform).",
 }

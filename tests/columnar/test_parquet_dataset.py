@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from dataloader import DataLoader, RandomSampler, SequentialSampler
 from dataloader.columnar import ParquetDataset
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
+from tests.columnar._mapping import TellsIfMapped, is_mapped, needs_maps
 from tests.columnar._tables import (
     sample_table,
     PARQUET_KINDS,
@@ -178,13 +179,18 @@ def test_images_as_encoded_bytes_come_out_as_bytes(tmp_path):
     assert [bytes(b) for b in batch["image"]] == [encoded.getvalue()] * 3
 
 
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/self/maps")
-def test_local_files_are_read_memory_mapped(tmp_path):
+@needs_maps
+def test_local_files_are_read_memory_mapped_in_worker_processes_only(tmp_path):
     path = tmp_path / "numbers.parquet"
     pq.write_table(pa.table({"x": list(range(10))}), path)
     dataset = ParquetDataset(path)
     assert int(dataset[3]["x"]) == 3
-    assert str(path) in Path("/proc/self/maps").read_text()  # its open file is a map of the page cache
+    assert not is_mapped(path)  # the main process copies
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=5), num_workers=2,
+                        transform=TellsIfMapped(path))
+    batches = list(loader)
+    assert [int(x) for b in batches for x in b["x"]] == list(range(10))
+    assert all(all(b["mapped"]) for b in batches)  # each worker maps its own copy
 
 
 def test_nulls_are_an_error_naming_the_column_when_built_or_when_read(tmp_path):

@@ -22,8 +22,9 @@ from dataloader import DataLoader, StreamSampler
 from dataloader.transform import Transform
 from dataloader.columnar import _streams
 from dataloader.columnar import ArrowStream, ParquetStream, StreamStats
-from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
+from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError, WorkerDiedError
 from dataloader.worker import WorkerInfo
+from tests.columnar._mapping import TellsIfMapped, is_mapped, needs_maps
 from tests.harness import collect
 
 FAST = settings(max_examples=60, deadline=None)
@@ -357,20 +358,39 @@ def test_a_loader_resumes_a_stream_exactly_where_its_state_was_taken(
         assert head + epochs(resumed, 2 - state["epoch"]) == full
 
 
-def _mapped_files() -> str:
-    with open("/proc/self/maps") as maps:
-        return maps.read()
-
-
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/self/maps")
-def test_local_parquet_is_read_memory_mapped_and_unmapped_when_the_epoch_ends(tmp_path):
+@needs_maps
+def test_local_parquet_is_read_memory_mapped_in_worker_processes_only(tmp_path, monkeypatch):
     write(tmp_path, [[6, 6]])
     path = str(tmp_path / "part-00.parquet")
     rows = iter(ParquetStream(path))
-    assert next(rows)["id"] == 0
-    assert path in _mapped_files()  # the column chunks come from the page cache, not a copy
+    assert next(rows)["id"] == 0 and not is_mapped(path)  # the main process copies
     rows.close()
-    assert path not in _mapped_files()
+    loader = DataLoader(ParquetStream(path), StreamSampler(batch_size=4), num_workers=1,
+                        parallel_stream=True, transform=TellsIfMapped(path))
+    batches = list(loader)
+    assert sum(len(b["id"]) for b in batches) == 12 and all(all(b["mapped"]) for b in batches)
+    # As a worker process reads: mapped while its epoch reads, unmapped when the epoch ends.
+    monkeypatch.setattr("dataloader._local._worker_process", True)
+    rows = iter(ParquetStream(path))
+    assert next(rows)["id"] == 0 and is_mapped(path)
+    rows.close()
+    assert not is_mapped(path)
+
+
+@pytest.mark.timeout(60)
+def test_a_parquet_file_truncated_under_a_worker_is_a_reported_death(tmp_path, no_leaks):
+    path = tmp_path / "numbers.parquet"
+    pq.write_table(pa.table({"x": np.arange(400_000)}), path, row_group_size=20_000, compression="none")
+    loader = DataLoader(ParquetStream(path, batch_size=10_000), StreamSampler(), num_workers=1,
+                        parallel_stream=True, prefetch_factor=1)
+    with iter(loader) as batches:
+        assert len(next(batches)["x"]) == 10_000
+        with open(path, "r+b") as file:  # rewritten in place while the worker has it mapped
+            file.truncate(1000)
+        with pytest.raises(WorkerDiedError, match="SIGBUS") as raised:
+            for _ in batches:
+                pass
+    assert "truncated or rewritten while it was read" in str(raised.value)
 
 
 def test_rows_converted_in_small_pieces_are_the_rows_read_whole(tmp_path, monkeypatch):
