@@ -115,14 +115,17 @@ class LeakCheck:
     """Snapshot at start; :meth:`check` fails if anything new is still around.
 
     Beside a service that keeps its own processes, threads and descriptors (a local Ray), pass
-    ``keep_processes`` (name prefixes of its processes), ``thread_prefix`` (only threads whose
-    names start with it are ours) and ``check_fds=False``.
+    ``keep_processes`` (name prefixes of its processes), ``keep_commands`` (text in the command
+    line of its processes not named yet), ``thread_prefix`` (only threads whose names start
+    with it are ours) and ``check_fds=False``.
     """
 
     def __init__(
-        self, keep_processes: tuple[str, ...] = (), thread_prefix: str = "", check_fds: bool = True
+        self, keep_processes: tuple[str, ...] = (), thread_prefix: str = "", check_fds: bool = True,
+        keep_commands: tuple[str, ...] = (),
     ) -> None:
         self.keep_processes, self.thread_prefix, self.check_fds = keep_processes, thread_prefix, check_fds
+        self.keep_commands = keep_commands
         self.process = psutil.Process()
         self.children = {p.pid for p in self.process.children(recursive=True)}
         self.threads = {t.ident for t in threading.enumerate()}
@@ -153,6 +156,9 @@ class LeakCheck:
 
     def _kept(self, process: psutil.Process) -> bool:
         try:
-            return bool(self.keep_processes) and process.name().startswith(self.keep_processes)
+            if self.keep_processes and process.name().startswith(self.keep_processes):
+                return True
+            command = " ".join(process.cmdline()) if self.keep_commands else ""
+            return any(part in command for part in self.keep_commands)
         except psutil.NoSuchProcess:
             return True  # gone already
