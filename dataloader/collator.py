@@ -386,7 +386,7 @@ def _collate_other(values: Sequence[Any], path: str) -> Any:
 # rule checks that the other values take it too, and gives exactly what the full rules give, or
 # None where it cannot tell (types, lengths or keys that differ, ragged arrays); the full rules
 # then collate the values again and name the problem, so results and errors are the same.
-_FAST_RULES: dict[type, Callable[[Sequence[Any], str], Any]] = {
+_FAST_RULES: dict[type, Callable[[Sequence[Any], Any], Any]] = {
     np.ndarray: _fast_arrays, str: _fast_text, bytes: _fast_bytes,
     tuple: _fast_tuple, list: _fast_sequence, dict: _fast_dict,
 }

@@ -115,7 +115,7 @@ class LoaderIterator(Stage):
         """Leave ``next()``; True if another thread closed the epoch meanwhile."""
         with self._lock:
             self._inside.discard(me)
-            if not self._cut_short or me not in self._cut_short:
+            if me not in self._cut_short:
                 return False
             self._cut_short.discard(me)
             return True

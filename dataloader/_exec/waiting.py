@@ -130,7 +130,7 @@ class Waiter:
         main process never blocks sending; see :class:`~dataloader._workers.wire.Wire`), and
         stop watching those whose messages are all written."""
         for worker in self._pool.workers:
-            if worker.conn.unsent or self._writing:
+            if worker.conn.unsent or (self._writing and worker.conn.fileno() in self._writing):
                 self._flush(worker)
 
     def _flush(self, worker: Handle) -> None:
