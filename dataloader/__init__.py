@@ -20,10 +20,14 @@ from .errors import (
     LoaderTimeoutError,
     RayDataError,
     ResumeWarning,
+    SampleError,
     SharedMemoryError,
+    TooManyBadSamplesError,
     WorkerDiedError,
     WorkerError,
 )
+from ._stages.bad_samples import SampleFailure
+from .hooks import StageEvent, StageHook
 from .image_folder import ImageFolder
 from .loader import DataLoader
 from .sampler import (
@@ -88,13 +92,18 @@ __all__ = [
     "RayStream",
     "ReplacementSampler",
     "ResumeWarning",
+    "SampleError",
+    "SampleFailure",
     "Sampler",
     "SequentialSampler",
     "SharedMemoryError",
+    "StageEvent",
+    "StageHook",
     "Stats",
     "StreamDataset",
     "StreamSampler",
     "ThreadBuffer",
+    "TooManyBadSamplesError",
     "WorkerDiedError",
     "WorkerError",
     "WorkerInfo",

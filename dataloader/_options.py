@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -14,6 +15,7 @@ from ._validate import (
     check_positive_int,
     check_timeout,
 )
+from ._failure_book import DEFAULT_MAX_ERRORS, ON_ERROR, check_max_errors
 from .errors import ArgumentTypeError, ArgumentValueError
 
 START_METHODS = ("fork", "spawn", "forkserver")
@@ -55,6 +57,14 @@ class LoaderOptions:
     buffer_size: int = 0
     buffer_on_request: bool = False
     repeats: int = 1
+    # Bad samples (docs/bad-samples.md): what becomes of a sample whose fetch or transform
+    # fails, how many may fail per epoch (None: DEFAULT_MAX_ERRORS under skip and replace),
+    # and the JSON-lines log of each one (None: DATALOADER_ERROR_LOG, when set).
+    on_error: str = "raise"
+    max_errors: int | float | None = None
+    error_log: str | None = None
+    # StageHook objects told of every fetch, transform and collate (dataloader.hooks).
+    hooks: tuple = ()
 
     def __post_init__(self) -> None:
         # Checked values are stored as the checks return them (a NumPy integer as an int,
@@ -81,8 +91,14 @@ class LoaderOptions:
             checked["batches_per_message"] = check_positive_int("batches_per_message", self.batches_per_message)
         if self.epoch_size is not None:
             checked["epoch_size"] = check_positive_int("epoch_size", self.epoch_size)
+        if self.max_errors is not None:
+            checked["max_errors"] = check_max_errors(self.max_errors)
+        checked["hooks"] = _check_hooks(self.hooks)
+        if self.error_log is not None:
+            checked["error_log"] = _check_path("error_log", self.error_log)
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+        check_choice("on_error", self.on_error, ON_ERROR)
         if self.persistent_workers and self.num_workers == 0:
             raise ArgumentValueError(
                 "`persistent_workers=True` needs worker processes; got num_workers=0. "
@@ -98,6 +114,17 @@ class LoaderOptions:
             raise ArgumentValueError(
                 "`buffer_on_request=True` needs a buffer; got buffer_size=0. Set buffer_size >= 1."
             )
+
+    @property
+    def error_limit(self) -> int | float | None:
+        """Failed samples allowed per epoch, or None where every failure is raised."""
+        if self.on_error == "raise":
+            return None
+        return DEFAULT_MAX_ERRORS if self.max_errors is None else self.max_errors
+
+    def error_log_path(self) -> str | None:
+        """Where failed samples are logged: ``error_log``, else ``DATALOADER_ERROR_LOG``."""
+        return self.error_log or os.environ.get("DATALOADER_ERROR_LOG") or None
 
     @property
     def messages_ahead(self) -> int:
@@ -118,6 +145,26 @@ class LoaderOptions:
         if isinstance(self.multiprocessing_context, str):
             return multiprocessing.get_context(self.multiprocessing_context)
         return self.multiprocessing_context
+
+
+def _check_hooks(hooks: Any) -> tuple:
+    if hooks is None:
+        return ()
+    if not isinstance(hooks, (list, tuple)):
+        hooks = (hooks,)
+    for hook in hooks:
+        if not all(callable(getattr(hook, name, None)) for name in ("before", "after", "failed")):
+            raise ArgumentTypeError(
+                f"each of `hooks` must have before(event), after(event) and failed(event, error) "
+                f"methods (subclass dataloader.hooks.StageHook); got {type(hook).__name__}."
+            )
+    return tuple(hooks)
+
+
+def _check_path(name: str, value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise ArgumentTypeError(f"`{name}` must be a file path; got {type(value).__name__}.")
+    return os.fspath(value)
 
 
 def _check_context(value: Any) -> None:

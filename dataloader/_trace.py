@@ -32,6 +32,11 @@ def trace_events(recorder: Any) -> list[dict]:
         events.append(_slice("collate", pid, tid, transformed, collated))
         if received > collated:
             events.append(_slice(f"transport {index}", pid, _MAIN_TRACKS["transport"], collated, received))
+    book = getattr(recorder, "book", None)
+    for record, at in zip(book.records, book.times) if book is not None else ():
+        # An instant where the main process learnt of it, on the track of the worker that met it.
+        name = f"bad sample {record.index if record.index is not None else record.position} ({record.action})"
+        events.append({"name": name, "ph": "i", "s": "t", "pid": pid, "tid": _tid(record.worker), "ts": at * 1e6, "args": record.as_json()})
     for start, end in recorder.waits:
         events.append(_slice("wait", pid, _MAIN_TRACKS["wait"], start, end))
     for start, end in recorder.preloads:

@@ -54,6 +54,11 @@ class Collated:
         self.size = size  # samples in the batch (the monitor counts them)
         self._rows = rows
 
+    @property
+    def has_rows(self) -> bool:
+        """Whether :meth:`rows` can give the batch's samples."""
+        return self._rows is not None
+
     def rows(self) -> list[Any]:
         """The batch as a list of samples, for a per-sample transform."""
         if self._rows is None:

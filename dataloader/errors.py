@@ -7,6 +7,8 @@ MegEngine or PyTorch keeps catching them; runtime failures subclass
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DataLoaderError(Exception):
     """Base class of every error this library raises on purpose."""
@@ -44,6 +46,24 @@ class WorkerError(DataLoaderError, RuntimeError):
 
 class WorkerDiedError(WorkerError):
     """A worker process exited without being asked to (killed, crashed, ``os._exit``)."""
+
+
+class SampleError(DataLoaderError, ValueError):
+    """A sample could not be made: the dataset or the transform returned None for it.
+
+    Under ``on_error="skip"`` or ``"replace"`` such a sample counts as failed, like one whose
+    fetch or transform raised (see docs/bad-samples.md).
+    """
+
+
+class TooManyBadSamplesError(DataLoaderError, RuntimeError):
+    """More samples failed in an epoch than ``max_errors`` allows.
+
+    ``failures`` holds the records of the first of them
+    (:class:`~dataloader.SampleFailure`: index, stage, exception, worker).
+    """
+
+    failures: tuple[Any, ...] = ()
 
 
 class LoaderTimeoutError(DataLoaderError, TimeoutError, RuntimeError):

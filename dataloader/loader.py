@@ -25,6 +25,14 @@ class DataLoader:
     them back through shared memory. Each ``iter(loader)`` is a new epoch.
     Keyword-only options use PyTorch's names where PyTorch has one.
 
+    A sample whose fetch or transform fails raises its error by default (``on_error="raise"``),
+    and the iterator goes on with the next batch if you catch it; ``on_error="skip"`` leaves the
+    sample out of its batch and ``"replace"`` puts another in its place, both deterministically,
+    up to ``max_errors`` per epoch (an int, or a fraction of the samples read; default 5%),
+    logging each one to ``error_log`` (JSON lines; or ``DATALOADER_ERROR_LOG``). See
+    docs/bad-samples.md. ``hooks`` are told of every fetch, transform and collate
+    (:mod:`dataloader.hooks`).
+
     PyTorch's habits work too: without a ``sampler``, ``batch_size``,
     ``shuffle`` and ``drop_last`` build one (a ``RandomSampler`` seeded by
     ``seed`` when shuffling, else a ``SequentialSampler``; a ``StreamSampler``
@@ -60,6 +68,10 @@ class DataLoader:
         buffer_size: int = 0,
         buffer_on_request: bool = False,
         repeats: int = 1,
+        on_error: str = "raise",
+        max_errors: int | float | None = None,
+        error_log: str | None = None,
+        hooks: Any = (),
         batch_size: int | None = None,
         shuffle: bool | None = None,
         drop_last: bool | None = None,
@@ -91,6 +103,10 @@ class DataLoader:
             buffer_size=buffer_size,
             buffer_on_request=buffer_on_request,
             repeats=repeats,
+            on_error=on_error,
+            max_errors=max_errors,
+            error_log=error_log,
+            hooks=hooks,
         )
         if (batch_size, shuffle, drop_last) != (None, None, None):
             sampler = sampler_from_shortcuts(

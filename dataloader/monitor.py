@@ -33,6 +33,7 @@ from operator import sub
 from time import perf_counter
 from typing import Any, Callable
 
+from ._failure_book import FailureBook
 from ._trace import write_trace
 
 logger = logging.getLogger("dataloader")
@@ -162,6 +163,10 @@ class Stats:
     num_workers: int
     stages: dict[str, Any] = field(default_factory=dict)
     verdict: str = ""
+    # Samples that failed and were left out or replaced (on_error="skip"/"replace"), and the
+    # records of the first of them (SampleFailure: index, stage, exception, worker).
+    failed_samples: int = 0
+    failures: tuple[Any, ...] = ()
 
     def table(self) -> str:
         """The stage timings as an aligned text table, with the summary and the verdict."""
@@ -176,6 +181,9 @@ class Stats:
             f"{self.wait_fraction:.0%} of {self.elapsed:.2f} s, workers {utilization} busy, "
             f"shared memory {self.shared_memory_bytes / 2**20:.1f} MiB"
         )
+        if self.failed_samples:
+            actions = sorted({record.action for record in self.failures})
+            lines.append(f"bad samples: {self.failed_samples} failed ({', '.join(actions)}); first: {self.failures[0].describe()}")
         lines.append(f"verdict: {self.verdict}")
         return "\n".join(lines)
 
@@ -185,9 +193,10 @@ class Recorder:
 
     def __init__(
         self, num_workers: int, settings: MonitorSettings | None = None, worker_type: str = "process",
-        keep: int | None = None,
+        keep: int | None = None, book: FailureBook | None = None,
     ) -> None:
         self.num_workers = num_workers
+        self.book = book or FailureBook()  # failed samples: count, records, log, max_errors
         self.worker_type = worker_type
         self.settings = settings or MonitorSettings()
         self.started = perf_counter()
@@ -219,6 +228,22 @@ class Recorder:
         self.batches.append((worker, index, *times, times[3] if received is None else received, transport))
         if len(self.batches) >= self._fold_at:
             self._fold("batches")
+
+    def samples_failed(self, records: tuple[Any, ...]) -> None:
+        """Samples of a batch failed and were left out or replaced; raises
+        :class:`~dataloader.TooManyBadSamplesError` past ``max_errors``."""
+        self.book.add(records, self._samples_read())
+
+    def epoch_ended(self) -> None:
+        """The epoch ran out: judge a ``max_errors`` fraction on the whole of it."""
+        if self.book.count:
+            self.book.check(self._samples_read())
+
+    def _samples_read(self) -> int:
+        """Samples read so far: the ones in batches made, and the ones that failed."""
+        with self._lock:
+            made = self.folded.samples + sum(batch[6] for batch in self.batches)
+        return int(made) + self.book.count
 
     def preloaded(self, start: float, end: float) -> None:
         self.preloads.append((start, end))
@@ -269,7 +294,8 @@ class Recorder:
             self.folded = self.folded + sums
 
     def finish(self) -> None:
-        """End of the epoch (or close): write the trace if one was asked for."""
+        """End of the epoch (or close): close the error log, write the trace if one was asked for."""
+        self.book.close()
         if self.settings.trace_path and not self._written and self.batches:
             self._written = True
             try:
@@ -320,7 +346,10 @@ class Recorder:
             num_workers=self.num_workers,
             stages=stages,
         )
-        return Stats(**stats, verdict=verdict(stats, self._cores))
+        book = self.book
+        return Stats(
+            **stats, verdict=verdict(stats, self._cores), failed_samples=book.count, failures=tuple(book.records)
+        )
 
 
 @dataclass(frozen=True)

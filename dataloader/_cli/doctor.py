@@ -1,4 +1,8 @@
-"""``python -m dataloader doctor``: what this machine allows for parallel loading."""
+"""``python -m dataloader doctor``: what this machine allows for parallel loading.
+
+``doctor --scan DATASET`` instead reads every sample of a dataset once and lists the ones that
+fail (:mod:`dataloader._cli.scan`).
+"""
 
 from __future__ import annotations
 
@@ -19,10 +23,33 @@ _MIB = 2**20
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("doctor", help="check this machine and suggest num_workers and shm_budget")
     parser.add_argument("--batch-bytes", type=int, default=64 * _MIB, help="size of one batch to plan for")
+    parser.add_argument(
+        "--scan", metavar="DATASET",
+        help="instead of checking the machine, read every sample of DATASET once (an ImageFolder "
+        "directory, a .parquet file or a directory of them) and list the samples that fail; "
+        "exit code 1 if any does",
+    )
+    parser.add_argument(
+        "--workers", type=_workers, metavar="N",
+        help="num_workers of the scan (default: min(4, usable CPU cores)); 0 reads in this process",
+    )
+    parser.add_argument(
+        "--batch-size", type=_positive, default=64, metavar="N", help="samples per batch of the scan (default 64)"
+    )
+    parser.add_argument(
+        "--error-log", metavar="PATH",
+        help="append each failed sample of the scan to PATH as a JSON line (default: none, "
+        "or $DATALOADER_ERROR_LOG)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "scan", None) is not None:
+        from .scan import scan
+
+        workers = min(4, memory.available_cpus()) if args.workers is None else args.workers
+        return scan(args.scan, workers, args.batch_size, args.error_log)
     problems: list[str] = []
     cpus = memory.available_cpus()
     quota = memory.cpu_quota()
@@ -60,6 +87,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"PROBLEM: {problem}")
     print("OK: this machine can run parallel loading." if not problems else "NOT OK: see the problems above.")
     return 1 if problems else 0
+
+
+def _workers(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return int(text)
 
 
 def _describe_cgroup(cgroup: memory.CgroupMemory) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any
 
+from .._failure import Unmade
 from .._stages.buffering import BufferedIterator
 from .._stages.stage import Stage
 from ..monitor import Recorder
@@ -33,9 +34,12 @@ class Preload(Stage):
         )
 
     def __next__(self) -> Any:
-        return self._adapter.ready(next(self._buffer))
+        batch = next(self._buffer)
+        return batch if type(batch) is Unmade else self._adapter.ready(batch)
 
     def _convert(self, batch: Any) -> Any:
+        if type(batch) is Unmade:
+            return batch
         start = perf_counter()
         batch = self._adapter.convert(batch)
         if self._recorder is not None:

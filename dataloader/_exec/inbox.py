@@ -5,8 +5,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from .._failure import Failure
-from .._workers.messages import BatchDone, BatchFailed, InitFailed, Replies, StreamEnded, WaitingForRoom
+from .._failure import LEFT_OUT, Failure, Unmade
+from .._workers.messages import (
+    BatchDone,
+    BatchFailed,
+    BatchLeftOut,
+    InitFailed,
+    Replies,
+    StreamEnded,
+    WaitingForRoom,
+)
 
 if TYPE_CHECKING:
     from .._transport.receiver import Receiver
@@ -20,8 +28,10 @@ if TYPE_CHECKING:
 class Inbox:
     """Handles one epoch's messages from workers.
 
-    A batch or a failure of this epoch goes into the reorder buffer (a failure as a
-    :class:`Failure` that raises at its turn); one of an earlier epoch (a persistent pool whose
+    A batch or a failure of this epoch goes into the reorder buffer (a failure as an
+    :class:`Unmade` that raises at its turn and lets the epoch go on, or, for a part of a split
+    batch, as a :class:`Failure` that ends it; a batch whose samples all failed under
+    ``on_error="skip"`` as :data:`LEFT_OUT`); one of an earlier epoch (a persistent pool whose
     previous epoch was abandoned) is dropped and its segments released at once. An ended
     stream is skipped in the order, a wait for room is noted for the next wait, and a failed
     ``worker_init_fn`` is raised at once. ``SegmentCreated`` and ``SegmentRetired`` never get
@@ -67,6 +77,15 @@ class Inbox:
         # while the consumer was busy is not the transport's cost.
         cost = (end - start) + (max(0.0, message.sent - times.collated) if times and message.sent else 0.0)
         self._recorder.batch_made(worker.id, message.index, times, end, cost)
+        if message.failures:
+            self._recorder.samples_failed(message.failures)
+
+    def _batch_left_out(self, worker: Handle, message: BatchLeftOut) -> None:
+        if self._answers_this_epoch(worker, message):
+            self._reorder.put(message.index, LEFT_OUT, worker.id)
+            self._dispatcher.made()
+            self._recorder.batch_made(worker.id, message.index, message.timings)
+            self._recorder.samples_failed(message.failures)
 
     def _replies(self, worker: Handle, message: Replies) -> None:
         for reply in message.messages:
@@ -74,7 +93,8 @@ class Inbox:
 
     def _batch_failed(self, worker: Handle, message: BatchFailed) -> None:
         if self._answers_this_epoch(worker, message):
-            self._reorder.put(message.index, Failure(message.error.rebuild()), worker.id)
+            error = message.error.rebuild()
+            self._reorder.put(message.index, Unmade(error) if message.recoverable else Failure(error), worker.id)
             self._dispatcher.made()
 
     def _stream_ended(self, worker: Handle, message: StreamEnded) -> None:
@@ -92,7 +112,7 @@ class Inbox:
     def _init_failed(self, worker: Handle, message: InitFailed) -> None:
         raise message.error.rebuild()
 
-    def _answers_this_epoch(self, worker: Handle, message: BatchDone | BatchFailed | StreamEnded) -> bool:
+    def _answers_this_epoch(self, worker: Handle, message: BatchDone | BatchFailed | BatchLeftOut | StreamEnded) -> bool:
         """Strike the task off the worker's list; True (and counted answered) if it is of this epoch."""
         worker.outstanding.pop((message.epoch, message.index), None)
         if message.epoch != self._epoch:
@@ -106,6 +126,7 @@ class Inbox:
 _HANDLERS: dict[type, Callable[[Inbox, Handle, Any], None]] = {
     BatchDone: Inbox._batch_done,
     BatchFailed: Inbox._batch_failed,
+    BatchLeftOut: Inbox._batch_left_out,
     Replies: Inbox._replies,
     StreamEnded: Inbox._stream_ended,
     WaitingForRoom: Inbox._waiting_for_room,

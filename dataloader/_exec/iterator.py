@@ -14,6 +14,7 @@ from contextlib import contextmanager, nullcontext
 from time import perf_counter
 from typing import Any, Callable, Iterator
 
+from .._failure import Unmade
 from .._stages.occupancy import Stopped
 from .._stages.stage import Stage
 from ..errors import DataLoaderError
@@ -52,6 +53,16 @@ class LoaderIterator(Stage):
         self._ended_by: tuple[str, str, int | None] | None = None  # see end()
 
     def __next__(self) -> Any:
+        batch = self._next()
+        if type(batch) is Unmade:
+            # Raised from a frame that does not hold the iterator: a traceback the caller
+            # keeps (a notebook keeps the last one) must not keep the epoch and its workers up.
+            error = batch.error
+            del self, batch
+            raise error  # type: ignore[misc]
+        return batch
+
+    def _next(self) -> Any:
         me = threading.get_ident()
         with self._lock:
             if self.closed:
@@ -61,9 +72,18 @@ class LoaderIterator(Stage):
         start = perf_counter()
         try:
             batch = next(self.upstream)
+            while type(batch) is Unmade:  # its turn is its hand-out; its error, if any, raised
+                self.position.unmade()
+                if batch.error is not None:
+                    break
+                batch = next(self.upstream)
         except BaseException as error:  # the end of the epoch (StopIteration) or any failure
             cut_short = self._leave(me)
-            self._close(None, own_end=True, ran_out=isinstance(error, StopIteration))
+            try:
+                if isinstance(error, StopIteration):
+                    self.recorder.epoch_ended()  # may raise TooManyBadSamplesError
+            finally:
+                self._close(None, own_end=True, ran_out=isinstance(error, StopIteration))
             if cut_short:
                 self._raise_cut_short(None if isinstance(error, (Stopped, StopIteration)) else error)
             if isinstance(error, Stopped):  # closed by the epoch's own end in another next()
@@ -72,6 +92,8 @@ class LoaderIterator(Stage):
         if self._leave(me):
             del batch  # the epoch was closed while it came: it is not handed out
             self._raise_cut_short(None)
+        if type(batch) is Unmade:
+            return batch
         self.position.handed_out()
         self.recorder.waited(start, perf_counter())
         return batch

@@ -33,6 +33,7 @@ from .._stages.source import build_source, known_length
 from .._stages.streams import timed_reads
 from .._validate import warn_argument
 from ..errors import ArgumentValueError, ResumeWarning
+from .._failure_book import FailureBook
 from ..monitor import MonitorSettings, Recorder, Stats
 from ..transform._base import split_batch_transforms
 from .checkpoint import fresh_position, make_state, read_state
@@ -82,7 +83,8 @@ class Pipeline:
         options = self.spec.options
         settings = MonitorSettings.from_env()
         settings.make_visible()
-        recorder = Recorder(options.num_workers, settings, options.worker_type)
+        book = FailureBook(options.error_limit, options.error_log_path())
+        recorder = Recorder(options.num_workers, settings, options.worker_type, book=book)
         position = Position(self.source, epoch, options.repeats, known_length(self.source), resume)
         executor = self._executor(epoch, recorder, resume)
         stages, buffer = self._consumer_stages(executor, recorder, position)
@@ -211,7 +213,10 @@ class Pipeline:
         if self.source.reads_stream_here:
             tasks = timed_reads(tasks, recorder.read)
         if options.num_workers == 0:
-            maker = BatchMaker(spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True)
+            maker = BatchMaker(
+                spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True,
+                policy=spec.error_policy(), hooks=options.hooks,
+            )
             return SerialExecutor(tasks, maker, recorder, owner=self)
         pool = self._persistent_pool()
         owns_pool = pool is None
@@ -239,7 +244,7 @@ class Pipeline:
     def _consumer_stages(self, upstream: Any, recorder: Recorder, position: Position) -> tuple[Any, Buffered | None]:
         """Wrap ``upstream`` in the consumer-side stages; also return the buffer stage, if any."""
         spec, options, adapter = self.spec, self.spec.options, self.spec.adapter
-        upstream = self.source.consumer_stages(upstream, spec.collator)
+        upstream = self.source.consumer_stages(upstream, spec.collator, spec.error_policy())
         if options.buffer_size or options.preload or options.repeats > 1:
             upstream = Tally(upstream, position)  # stages after it read ahead, or echo
         else:

@@ -44,6 +44,8 @@ def start_pool(spec: PipelineSpec, source: Source) -> WorkerPool | ThreadWorkerP
             close_fds=(),
             restart_stream=source.worker_restart,
             seed_each_batch=options.seed is not None,
+            policy=spec.error_policy(),
+            hooks=options.hooks,
         )
         for worker_id in range(count)
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from .._failure import Unmade
 from .._stages.occupancy import Occupancy
 from .._stages.stage import Stage
 from .._stages.task import BatchTask
@@ -38,11 +39,20 @@ class SerialExecutor(Stage):
             raise StopIteration
         try:
             task = next(self.upstream)
-            batch = self._maker(task)
             index = task.index
+            try:
+                batch = self._maker(task)
+            except Exception as error:
+                if task.chunk is not None:  # a part of a split batch: the rest cannot stand alone
+                    raise
+                batch = Unmade(error)  # raised at its turn; the epoch goes on past it
             self.last_made = ((index,), -1)
             if self._recorder is not None and self._timed:
-                self._recorder.batch_made(-1, index, self._maker.timings)
+                recorder, maker = self._recorder, self._maker
+                if type(batch) is not Unmade:
+                    recorder.batch_made(-1, index, maker.timings)
+                if maker.failures:
+                    recorder.samples_failed(maker.failures)
             return batch
         finally:
             self._occupancy.leave()

@@ -7,6 +7,7 @@ from typing import Any
 
 from .._device.adapters import Adapter
 from .._options import LoaderOptions
+from .._stages.bad_samples import ErrorPolicy
 
 
 @dataclass(frozen=True)
@@ -24,3 +25,7 @@ class PipelineSpec:
     base_seed: int
     adapter: Adapter
     batch_transforms: list = field(default_factory=list)
+
+    def error_policy(self) -> ErrorPolicy:
+        """What becomes of a failed sample; substitutes are drawn from the loader's seed."""
+        return ErrorPolicy(self.options.on_error, self.base_seed)

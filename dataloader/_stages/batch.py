@@ -8,17 +8,17 @@ workers (parallel); parallel mode only moves it, which is what makes
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, Callable, NamedTuple
 
-import numpy as np
-
+from .._failure import LEFT_OUT
 from .._local import using_batch_rng
 from ..collator import Collator
-from ..dataset import Collated, read_samples
-from ..errors import ArgumentValueError
+from ..dataset import Collated
 from ..transform import PseudoTransform
+from .bad_samples import ErrorPolicy, SampleFailure
+from .middle import Stages, fetch
 from .seeding import batch_seed, seed_all, seeded_then_restored
 from .task import BatchTask, Chunk
 
@@ -38,62 +38,14 @@ class StageTimes(NamedTuple):
 _stage_times: Callable[[tuple], StageTimes] = functools.partial(tuple.__new__, StageTimes)
 
 
-def fetch(dataset: Any, indices: Any) -> list[Any] | Collated:
-    """Read the samples at ``indices``; datasets with ``__getitems__`` read in one call,
-    which may return the whole batch already collated (:class:`~dataloader.Collated`).
-    An int64 array comes from one of our samplers (never negative): it is only made a list."""
-    if type(indices) is np.ndarray:
-        indices = indices.tolist()
-    else:
-        _check_not_negative(indices)
-    return read_samples(dataset, indices)
-
-
-def _check_not_negative(indices: list) -> None:
-    """Refuse a negative index: a list or an array would silently read from its end. One
-    ``min()`` per batch; indices that are not numbers (the keys of a dict) are not checked."""
-    try:
-        lowest = min(indices, default=0)
-        negative = bool(lowest < 0)
-    except (TypeError, ValueError):  # not numbers, or arrays
-        return
-    if negative:
-        raise ArgumentValueError(
-            f"the sampler gave the negative index {lowest} (in {_brief(indices)}); indices must "
-            "be >= 0, or a list-backed dataset silently reads from its end. Fix the sampler."
-        )
-
-
-def _brief(indices: list, shown: int = 8) -> str:
-    head = ", ".join(str(i) for i in indices[:shown])
-    return f"[{head}]" if len(indices) <= shown else f"[{head}, ... ({len(indices)} in all)]"
-
-
-def _transform(transform: Any, samples: list) -> list:
-    """``apply_batch`` where the transform has one, else ``apply`` on each sample."""
-    apply_batch = getattr(transform, "apply_batch", None)
-    if apply_batch is not None:
-        return apply_batch(samples)
-    return [transform.apply(sample) for sample in samples]
-
-
-def _read(dataset: Any, task: BatchTask) -> list | Collated:
-    if task.samples is not None:
-        # A stream that yields whole batches: each task carries one Collated.
-        if len(task.samples) == 1 and isinstance(task.samples[0], Collated):
-            return task.samples[0]
-        return task.samples
-    if task.jobs is not None:
-        return [job() for job in task.jobs]
-    return fetch(dataset, task.indices)
-
-
 @dataclass
 class BatchMaker:
-    """Makes batches for one loader: the middle of the pipeline.
+    """Makes batches for one loader: the middle of the pipeline, fetch -> transform -> collate.
 
     ``seed`` None leaves random state alone. ``restore_random_state`` is set
     in the main process so the user's random streams are left as they were.
+    ``policy`` says what becomes of a sample that fails (``on_error``); ``hooks`` are told of
+    every stage run (:class:`~dataloader.hooks.StageHook`).
     """
 
     dataset: Any
@@ -108,12 +60,17 @@ class BatchMaker:
     stage: str = "fetch"
     # When the stages of the last batch began and ended (for the monitor); read-only outside.
     timings: "StageTimes | None" = None
+    policy: ErrorPolicy = field(default_factory=ErrorPolicy)
+    hooks: tuple = ()
+    # The samples of the last batch that failed and were left out or replaced; read-only outside.
+    failures: tuple[SampleFailure, ...] = ()
 
     def __post_init__(self) -> None:
         # A batch the dataset collated itself is handed out as it is only when nothing would
         # have changed it: no per-sample transform and the default collator.
         self._identity = type(self.transform) is PseudoTransform  # no transform stage to run
         self._takes_collated = self._identity and type(self.collator) is Collator
+        self._stages = Stages(self)
 
     def __call__(self, task: BatchTask) -> Any:
         if self.seed is None:
@@ -142,8 +99,10 @@ class BatchMaker:
 
     def _make(self, task: BatchTask) -> Any:
         start = perf_counter()
-        self.stage = "fetch"
-        samples = _read(self.dataset, task)
+        stages = self._stages
+        stages.begin(task)
+        self.failures = ()
+        samples = stages.fetch(task, start)
         if isinstance(samples, Collated):
             if self._takes_collated:
                 now = perf_counter()
@@ -153,13 +112,17 @@ class BatchMaker:
         fetched = perf_counter()
         transformed = fetched
         if not self._identity:
-            self.stage = "transform"
-            samples = _transform(self.transform, samples)
+            samples = stages.transform(task, samples, fetched)
             transformed = perf_counter()
-        self.stage = "collate"
+        if stages.pending:
+            samples = stages.resolve(task, samples)
+            self.failures = stages.records
         if task.chunk is not None:
-            batch: Any = Chunk(task.chunk[0], task.chunk[1], task.index, list(samples))
+            batch: Any = Chunk(task.chunk[0], task.chunk[1], task.index, list(samples), task.epoch, stages.vacant)
+        elif not samples:
+            batch = LEFT_OUT
         else:
-            batch = self.collator.apply(samples)
-        self.timings = _stage_times((start, fetched, transformed, perf_counter(), len(samples)))
+            batch = stages.collate(task, samples, transformed)
+            self.failures = stages.records
+        self.timings = _stage_times((start, fetched, transformed, perf_counter(), 0 if batch is LEFT_OUT else len(samples)))
         return batch

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .._failure import LEFT_OUT, Unmade
 from .stage import Stage
 from .task import Chunk
 
@@ -24,7 +25,8 @@ class MapBatches(Stage):
         self._step = step
 
     def __next__(self) -> Any:
-        return self._step(next(self.upstream))
+        batch = next(self.upstream)
+        return batch if type(batch) is Unmade else self._step(batch)
 
 
 class Echo(Stage):
@@ -46,6 +48,8 @@ class Echo(Stage):
     def __next__(self) -> Any:
         if self._left == 0:
             self._batch = next(self.upstream)
+            if type(self._batch) is Unmade:  # handed out once: there is nothing to echo
+                return self._batch
             self._left = self._position.echoes_left() if self._position is not None else self._repeats
         self._left -= 1
         return self._batch
@@ -57,16 +61,17 @@ class Echo(Stage):
 class Reassemble(Stage):
     """Puts batches split into chunks back together in job order, then collates them."""
 
-    def __init__(self, upstream: Any, collator: Any) -> None:
+    def __init__(self, upstream: Any, collator: Any, policy: Any = None) -> None:
         super().__init__(upstream)
         self._collator = collator
+        self._policy = policy  # fills the places of samples that failed (see Chunk.vacant)
         self._parts: dict[int, list] = {}
         self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's tasks
 
     def __next__(self) -> Any:
         while True:
             item = next(self.upstream)
-            if not isinstance(item, Chunk):
+            if not isinstance(item, Chunk):  # a whole batch, or an Unmade one
                 self.last_made = self.upstream.last_made
                 return item
             parts = self._parts.setdefault(item.batch, [])
@@ -75,7 +80,25 @@ class Reassemble(Stage):
                 del self._parts[item.batch]
                 parts.sort(key=lambda chunk: chunk.index)
                 self.last_made = (tuple(chunk.index for chunk in parts), -1)
-                return self._collator.apply([sample for chunk in parts for sample in chunk.samples])
+                samples = [sample for chunk in parts for sample in chunk.samples]
+                if any(chunk.vacant for chunk in parts):
+                    samples = self._fill(parts, samples)
+                return self._collator.apply(samples) if samples else LEFT_OUT
+
+    def _fill(self, parts: list[Chunk], samples: list) -> list:
+        """Put one of the batch's good samples, chosen as a worker would, in each vacant place."""
+        vacant, start = [], 0
+        for chunk in parts:
+            vacant += [start + place for place in chunk.vacant]
+            start += len(chunk.samples)
+        holes = set(vacant)
+        good = [place for place in range(len(samples)) if place not in holes]
+        if not good:
+            return []
+        first = parts[0]
+        for place in vacant:
+            samples[place] = samples[good[self._policy.stand_in(first.epoch, first.batch, place, len(good))]]
+        return samples
 
     def _release(self) -> None:
         self._parts.clear()

@@ -167,6 +167,15 @@ class Position:
         self._made.popleft()
         self._done(entry[0], entry[1])
 
+    def unmade(self) -> None:
+        """A batch that was not made (it raised, or every sample of it failed) had its turn: it
+        counts as handed out in full, echoes and all (a resumed run would not make it either)."""
+        if self._follow is not None:
+            self.handed_out()
+            return
+        entry = self._made.popleft()
+        self._done(entry[0], entry[1])
+
     def _done(self, keys: tuple[int, ...], worker: int) -> None:
         """The batch made from the tasks ``keys`` was handed out in full."""
         if keys[0] == self._low and len(keys) == 1 and not self._above:

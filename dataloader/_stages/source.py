@@ -73,8 +73,9 @@ class Source:
         """Batches in one epoch, or None when only reading tells (a stream)."""
         return None
 
-    def consumer_stages(self, upstream: Any, collator: Any) -> Any:
-        """Wrap the executor in the stages this source's batches need before hand-out."""
+    def consumer_stages(self, upstream: Any, collator: Any, policy: Any = None) -> Any:
+        """Wrap the executor in the stages this source's batches need before hand-out
+        (``policy``: the loader's :class:`~dataloader._stages.bad_samples.ErrorPolicy`)."""
         return upstream
 
     def close(self) -> None:
@@ -291,14 +292,14 @@ class CallableTasks(Source):
             size = self.source.chunk_size or len(items)
             starts = range(0, len(items), size)
             tasks = [
-                BatchTask(epoch, index + part, jobs=items[start : start + size], chunk=(batch, len(starts), part))
+                BatchTask(epoch, index + part, jobs=items[start : start + size], chunk=(batch, len(starts), part, start))
                 for part, start in enumerate(starts)
             ]
         self._log.note((epoch, index + len(tasks)), self._token(batch + 1))
         return tasks
 
-    def consumer_stages(self, upstream: Any, collator: Any) -> Any:
-        return Reassemble(upstream, collator)
+    def consumer_stages(self, upstream: Any, collator: Any, policy: Any = None) -> Any:
+        return Reassemble(upstream, collator, policy)
 
     def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
         if not begun:
@@ -415,8 +416,8 @@ class FixedEpochs(Source):
     def length(self) -> int | None:
         return self.epoch_size
 
-    def consumer_stages(self, upstream: Any, collator: Any) -> Any:
-        return self.inner.consumer_stages(upstream, collator)
+    def consumer_stages(self, upstream: Any, collator: Any, policy: Any = None) -> Any:
+        return self.inner.consumer_stages(upstream, collator, policy)
 
     def close(self) -> None:
         feed, self._feed = self._feed, None

@@ -20,8 +20,8 @@ class BatchTask:
     from a :class:`~dataloader.CallableSource`) is set; none is set when a
     worker reads its own shard of a stream (``parallel_stream=True``).
     ``chunk`` marks one part of a batch split across workers: (batch number,
-    parts in that batch, this part's position); its samples come back
-    uncollated, as a :class:`Chunk`.
+    parts in that batch, this part's position, the place of its first sample in the batch);
+    its samples come back uncollated, as a :class:`Chunk`.
     """
 
     epoch: int
@@ -30,7 +30,7 @@ class BatchTask:
     indices: list[int] | np.ndarray | None = None
     samples: list[Any] | None = None
     jobs: list[Callable[[], Any]] | None = None
-    chunk: tuple[int, int, int] | None = None
+    chunk: tuple[int, int, int, int] | None = None
     # A worker reading its own stream shard drops this many batches first (a resumed epoch).
     skip: int = 0
 
@@ -43,6 +43,10 @@ class Chunk:
     parts: int
     index: int
     samples: list[Any]
+    epoch: int = 0
+    # Places in ``samples`` (None there) whose samples failed with no good one in this part to
+    # stand in (``on_error="replace"``): the whole batch's other samples fill them.
+    vacant: tuple[int, ...] = ()
 
 
 def listed(indices: Any) -> Any:

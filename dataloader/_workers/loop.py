@@ -24,13 +24,15 @@ import signal
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import send_handle
 from typing import Any, Callable
 
 from .._alloc import use_allocator
 from .._local import mark_worker_process, set_worker_info
+from .._failure import LEFT_OUT
+from .._stages.bad_samples import ErrorPolicy
 from .._stages.batch import BatchMaker
 from .._stages.seeding import seed_all
 from .._stages.shard import ShardReader
@@ -42,6 +44,7 @@ from ..worker import WorkerInfo
 from .messages import (
     BatchDone,
     BatchFailed,
+    BatchLeftOut,
     InitFailed,
     Overflow,
     ReleaseSegments,
@@ -86,6 +89,9 @@ class WorkerBoot:
     # batch's draws do not depend on the worker. Without one, once, at start (batch_rng() is
     # still seeded per batch).
     seed_each_batch: bool = True
+    # What becomes of a sample that fails (on_error), and the hooks told of every stage run.
+    policy: ErrorPolicy = field(default_factory=ErrorPolicy)
+    hooks: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,7 @@ class WorkerLoop:
         self.maker = BatchMaker(
             boot.dataset, boot.transform, boot.collator, boot.seed,
             seed_globals=not local and boot.seed_each_batch,
+            policy=replace(boot.policy, worker=boot.worker_id), hooks=boot.hooks,
         )
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
         # Work read ahead of its turn while looking for releases: tasks, or other messages.
@@ -254,16 +261,16 @@ class WorkerLoop:
             allocator = self._arena()
             with use_allocator(allocator) if allocator is not None else nullcontext():
                 batch = self._make(task)
-            if batch is _ENDED:
+            if batch is _ENDED or batch is LEFT_OUT:
                 self._give_back(allocator)
-                self._reply(StreamEnded(task.epoch, task.index))
+                self._reply_unmade(task, batch)
                 return
             self.maker.mark_stage("transport")
             meta, raws = split(batch, self.skeletons)
             del batch
         except Exception as error:
             self._give_back(allocator)
-            self._reply(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
+            self._reply_failed(task, error, self.maker.stage)
             return
         try:
             if (allocator is None or allocator.segment is None) and not fits_inline(raws):
@@ -273,24 +280,35 @@ class WorkerLoop:
                 payload = self._wait_for_room(meta, raws, allocator)
         except Exception as error:  # e.g. no memory left for a segment
             self._give_back(allocator)
-            self._reply(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, "transport")))
+            self._reply_failed(task, error, "transport")
             return
         if isinstance(payload, SharedBatch):
             self.expected = max(self.expected, payload.nbytes)
         sent = time.perf_counter()
-        self._reply(BatchDone(task.epoch, task.index, payload, self.maker.timings, sent))
+        self._reply(BatchDone(task.epoch, task.index, payload, self.maker.timings, sent, self.maker.failures))
 
     def _run_local(self, task: BatchTask) -> None:
         try:
             batch = self._make(task)
         except Exception as error:
-            self._reply(BatchFailed(task.epoch, task.index, self._capture(error, task.indices, self.maker.stage)))
+            self._reply_failed(task, error, self.maker.stage)
             return
+        if batch is _ENDED or batch is LEFT_OUT:
+            self._reply_unmade(task, batch)
+        else:
+            timings = self.maker.timings
+            self._reply(BatchDone(task.epoch, task.index, LocalBatch(batch), timings, timings.collated, self.maker.failures))
+
+    def _reply_unmade(self, task: BatchTask, batch: Any) -> None:
+        """Answer a task that made no batch: its stream shard ended, or all its samples failed."""
         if batch is _ENDED:
             self._reply(StreamEnded(task.epoch, task.index))
         else:
-            timings = self.maker.timings
-            self._reply(BatchDone(task.epoch, task.index, LocalBatch(batch), timings, timings.collated))
+            self._reply(BatchLeftOut(task.epoch, task.index, self.maker.failures, self.maker.timings))
+
+    def _reply_failed(self, task: BatchTask, error: Exception, stage: str) -> None:
+        captured = self._capture(error, task.indices, stage)
+        self._reply(BatchFailed(task.epoch, task.index, captured, recoverable=task.chunk is None and stage != "transport"))
 
     def _make(self, task: BatchTask) -> Any:
         if self.shard is None:

@@ -84,6 +84,8 @@ class BatchDone:
     timings: StageTimes | None = None
     # perf_counter when the worker sent it: collated..sent is the worker's transport time.
     sent: float | None = None
+    # Samples of this batch that failed and were left out or replaced (SampleFailure records).
+    failures: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,19 @@ class BatchFailed:
     epoch: int
     index: int
     error: RemoteError
+    # The epoch goes on past it (the error is raised at its turn, and the next batch follows);
+    # False for a part of a batch split across workers, whose other parts cannot stand alone.
+    recoverable: bool = True
+
+
+@dataclass(frozen=True)
+class BatchLeftOut:
+    """Every sample of task ``index`` failed under ``on_error="skip"``: it made no batch."""
+
+    epoch: int
+    index: int
+    failures: tuple = ()
+    timings: StageTimes | None = None
 
 
 @dataclass(frozen=True)

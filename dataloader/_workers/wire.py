@@ -130,7 +130,7 @@ def _compact(message: Any) -> Any:
             return (_TASKS, epoch, [(task.index, _indices_out(task.indices)) for task in tasks], message.released)
     elif kind is Replies:
         return (_REPLIES, [_compact(reply) for reply in message.messages])
-    elif kind is BatchDone:
+    elif kind is BatchDone and not message.failures:  # with failures: pickled whole (rare)
         payload, timings = message.payload, message.timings
         times = None if timings is None else tuple(timings)
         meta = payload.meta if isinstance(payload, (SharedBatch, InlineBatch)) else None

@@ -1,0 +1,156 @@
+"""python -m dataloader doctor --scan: every sample read once, the failed ones listed and logged."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from dataloader import Dataset, ImageFolder
+from dataloader._cli import scan
+from tests._fixtures_images import make_image_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("DATALOADER_ERROR_LOG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "dataloader", "doctor", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def image_folder(root: Path, count: int = 20) -> Path:
+    """``count`` real images in root/{cat,dog}: JPEGs and PNGs of a few sizes."""
+    rng = np.random.default_rng(0)
+    for index in range(count):
+        folder = root / ("cat" if index % 2 else "dog")
+        folder.mkdir(parents=True, exist_ok=True)
+        image = rng.integers(0, 256, (8 + index, 12, 3), dtype=np.uint8)  # sizes differ: no stacking
+        assert cv2.imwrite(str(folder / f"{index:02d}.{'png' if index % 3 == 0 else 'jpg'}"), image)
+    return root
+
+
+def corrupt(root: Path) -> list[str]:
+    """Three bad files among the good ones: a truncated JPEG, an empty file, text named .jpg."""
+    good = (root / "cat" / "01.jpg").read_bytes()
+    (root / "cat" / "05.jpg").write_bytes(good[: len(good) // 3])
+    (root / "dog" / "08.jpg").write_bytes(b"")
+    (root / "dog" / "10.jpg").write_text("this is not an image\n")
+    return [str(root / "cat" / "05.jpg"), str(root / "dog" / "08.jpg"), str(root / "dog" / "10.jpg")]
+
+
+def table_indices(stdout: str) -> list[int]:
+    """The index column of the failures table."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"index\s+stage\s+error\s+message", line))
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        rows.append(int(line.split()[0]))
+    return rows
+
+
+def test_a_folder_with_corrupt_images_exits_1_and_names_them(tmp_path):
+    root = image_folder(tmp_path / "images")
+    bad_files = corrupt(root)
+    folder = ImageFolder(root)
+    bad = sorted(i for i in range(len(folder)) if folder.path(i) in bad_files)
+    assert len(bad) == 3 and len(folder) == 20
+    log = tmp_path / "logs" / "bad.jsonl"
+    result = run_cli("--scan", str(root), "--workers", "2", "--error-log", str(log), "--batch-size", "4")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert table_indices(result.stdout) == bad
+    for index in bad:
+        line = next(line for line in result.stdout.splitlines() if line.startswith(f"{index} "))
+        assert "fetch" in line and "ImageDecodeError" in line and folder.path(index) in line
+    assert f"3 of 20 samples failed; each is a JSON line in {log}" in result.stdout
+    assert "scanning" in result.stderr and "failed=3" in result.stderr  # the progress bar
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 3
+    assert sorted(r["index"] for r in records) == bad
+    assert {r["stage"] for r in records} == {"fetch"} and {r["action"] for r in records} == {"skipped"}
+    assert {r["error"] for r in records} == {"ImageDecodeError"}
+    assert all(r["worker"] in (0, 1) for r in records)
+
+
+def test_a_clean_folder_exits_0(tmp_path):
+    root = make_image_folder(tmp_path / "images")  # JPEGs, a grayscale PNG, a 16-bit PNG
+    result = run_cli("--scan", str(root), "--workers", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 of 9 samples failed" in result.stdout
+    assert "index" not in result.stdout
+
+
+def test_parquet_rows_are_decoded_to_find_corrupt_images(tmp_path, capsys):
+    root = image_folder(tmp_path / "images")
+    corrupt(root)
+    folder = ImageFolder(root)
+    dest = tmp_path / "parquet"
+    converted = subprocess.run(
+        [sys.executable, "-m", "dataloader", "convert", str(root), str(dest), "--rows-per-shard", "8"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert converted.returncode == 0, converted.stderr
+    log = tmp_path / "parquet.jsonl"
+    assert scan.scan(str(dest), 0, 64, str(log)) == 1
+    out = capsys.readouterr().out
+    bad = table_indices(out)
+    assert [os.path.basename(folder.path(i)) for i in bad] == ["05.jpg", "08.jpg", "10.jpg"]
+    assert "3 of 20 samples failed" in out and "DecodeImage" in out
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["index"] for r in records] == bad and {r["stage"] for r in records} == {"transform"}
+
+
+def test_a_path_that_is_no_dataset_exits_2(tmp_path):
+    result = run_cli("--scan", str(tmp_path / "missing"))
+    assert result.returncode == 2
+    assert "does not exist" in result.stderr
+    (tmp_path / "file.txt").write_text("x")
+    result = run_cli("--scan", str(tmp_path / "file.txt"))
+    assert result.returncode == 2 and "neither a directory nor a Parquet file" in result.stderr
+
+
+class _Aborts(Dataset):
+    """Index 6 kills its worker; index 2 raises."""
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        if index == 6:
+            os.kill(os.getpid(), signal.SIGKILL)  # as a crash in native code would (without a core dump)
+        if index == 2:
+            raise ValueError("bad sample 2")
+        return np.zeros(3)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kills a forked worker")
+def test_a_sample_that_kills_its_worker_stops_the_scan_and_exits_1(monkeypatch, capsys):
+    monkeypatch.setattr(scan, "open_dataset", lambda path: (_Aborts(), None, "a test dataset"))
+    assert scan.scan("unused", 2, 4, None) == 1
+    out = capsys.readouterr().out
+    assert "the scan stopped after" in out and "exited unexpectedly: killed by signal SIGKILL" in out
+    assert "is not isolated yet" in out
+    assert re.search(r"^\d+ of 16 samples failed before it$", out, re.M)
+
+
+def test_without_opencv_the_scan_refuses_instead_of_blaming_every_file(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    root = make_image_folder(tmp_path / "images")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cv2" else find_spec(name, *a))
+    assert scan.scan(str(root), 0, 64, None) == 2
+    assert "pip install 'dataloader[vision]'" in capsys.readouterr().err
