@@ -9,7 +9,8 @@ corrupt image fails in either case.
 
 The scan is a plain epoch of the loader with ``on_error="skip"`` and ``max_errors=1.0``: every
 failed sample is left out, recorded (``loader.stats().failures``) and, with ``--error-log``,
-written as a JSON line; nothing stops the epoch but a sample that kills its worker. The
+written as a JSON line. A sample that kills its worker is found and listed too (with process
+workers; see docs/bad-samples.md); only a worker death no sample explains stops the scan. The
 collator keeps only the count of good samples, so decoded images never leave the workers.
 """
 
@@ -115,7 +116,7 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
                     good += int(batch)
                     if bar is not None:
                         bar.update(int(batch))
-        except WorkerError as error:  # a sample that kills its worker is not isolated: the epoch ends
+        except WorkerError as error:  # a death no sample explains (the OOM killer, say): the epoch ends
             stopped = error
         stats = loader.stats()
         if bar is not None:
@@ -132,8 +133,8 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
     if stopped is not None:
         print(
             f"\nthe scan stopped after {good + stats.failed_samples:,} of {total:,} samples: {stopped}\n"
-            "A sample that kills its worker (a crash in native code, such as a decoder's) is not "
-            "isolated yet: the scan cannot go on past it. It is among the samples not counted here."
+            "A worker died of something no sample explains (the OOM killer, a signal from outside): "
+            "the scan cannot go on past it. Run it again with fewer --workers."
         )
         print(f"{stats.failed_samples:,} of {total:,} samples failed before it{where}")
         return 1

@@ -43,11 +43,12 @@ class Dispatcher:
         self._workers = pool.workers
         self._tasks = tasks
         self._per_worker = messages_ahead
-        self._limit = messages_ahead * len(pool.workers)
+        self._limit = messages_ahead * (len(pool.workers) - len(getattr(pool, "retired", ())))
         self._releases = releases
         self._send = send
-        self._rotation = itertools.cycle(range(len(pool.workers)))
+        self._rotation = itertools.count()
         self._ended: set[int] = set()  # workers whose own stream has ended
+        self.retired: set[int] = getattr(pool, "retired", set())  # dead workers, replaced
         self._skips = dict(skips or {})  # worker id -> batches of its shard to drop first
         self.group = group or GroupSize(1)
         self.exhausted = False  # no task left to send
@@ -81,7 +82,7 @@ class Dispatcher:
                 released_to(worker)
             sent_with = (tasks[0].index, tasks[-1].index)  # for the timeout report
             for task in tasks:
-                worker.outstanding[(task.epoch, task.index)] = (task.indices, sent_with)
+                worker.outstanding[(task.epoch, task.index)] = (task, sent_with)
             self.in_flight += len(tasks)
 
     def handed_out(self) -> None:
@@ -103,6 +104,11 @@ class Dispatcher:
         if self.group.measures:
             self.group.observe(seconds, payload.nbytes)
 
+    def resend(self, worker: Handle, task: BatchTask) -> None:
+        """Send ``task``, which a dead worker had, to ``worker`` (it stays in flight)."""
+        self._send(worker, RunTask(task, ()))
+        worker.outstanding[(task.epoch, task.index)] = (task, (task.index, task.index))
+
     def stream_ended(self, worker_id: int) -> None:
         """The worker's own stream is exhausted: it gets no more tasks."""
         self._ended.add(worker_id)
@@ -110,9 +116,9 @@ class Dispatcher:
     def _least_busy(self, size: int) -> Handle | None:
         """The open worker with the fewest outstanding tasks, if it has room for ``size`` more.
         Ties go to a rotating start, so that work spreads evenly."""
-        start = next(self._rotation)
+        start = next(self._rotation) % len(self._workers)
         workers = self._workers[start:] + self._workers[:start]
-        open_ = [w for w in workers if w.id not in self._ended]
+        open_ = [w for w in workers if w.id not in self._ended and w.id not in self.retired]
         if not open_:
             self.exhausted = True
             return None

@@ -22,9 +22,10 @@ from .._options import LoaderOptions
 from .._stages.occupancy import Occupancy, Stopped
 from .._stages.position import Resume
 from .._stages.stage import Stage
-from .._stages.task import BatchTask
+from .._stages.task import BatchTask, listed
 from .._workers.pool import WorkerPool
 from .._workers.threads import ThreadWorkerPool
+from ..errors import WorkerDiedError
 from ..monitor import Recorder
 from .dispatch import Dispatcher
 from .grouping import GroupSize
@@ -34,6 +35,7 @@ from .releases import Releases
 from .reorder import ReorderBuffer
 from .sender import Sender
 from .timeout_report import timeout_error
+from .recovery import recovery_for
 from .waiting import Waiter
 
 
@@ -57,6 +59,7 @@ class ParallelExecutor(Stage):
         recorder: Recorder | None = None,
         owner: Any = None,
         resume: Resume | None = None,
+        worker_streams: bool = False,
     ) -> None:
         super().__init__(tasks)
         self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's task and worker
@@ -79,6 +82,9 @@ class ParallelExecutor(Stage):
         inbox = Inbox(pool.receiver, epoch, self._reorder, self._dispatcher, self._releases, self._recorder)
         self._waiter = Waiter(pool, inbox, self._releases, OverflowGrants(pool.workers, sender.send))
         sender.reads_last_words_with(self._waiter.drain)
+        self._recovery = recovery_for(
+            pool, epoch, self._waiter, self._dispatcher, self._releases, options, worker_streams
+        )
 
     def __next__(self) -> Any:
         if not self._occupancy.enter():
@@ -105,14 +111,22 @@ class ParallelExecutor(Stage):
                 if isinstance(value, Failure):
                     raise value.error
                 return value
-            self._dispatcher.dispatch()
-            if self._dispatcher.finished:
-                self._releases.send_all()
-                raise StopIteration
-            if deadline is None and self._timeout > 0:
-                deadline = time.monotonic() + self._timeout
-            if not self._waiter.wait(deadline):
-                raise timeout_error(self._pool, self._timeout)
+            try:
+                self._dispatcher.dispatch()
+                if self._dispatcher.finished:
+                    self._releases.send_all()
+                    raise StopIteration
+                if deadline is None and self._timeout > 0:
+                    deadline = time.monotonic() + self._timeout
+                if not self._waiter.wait(deadline):
+                    raise timeout_error(self._pool, self._timeout)
+            except WorkerDiedError as error:
+                # A sample that kills its worker, under on_error="skip"/"replace": found, and a
+                # fresh worker makes the dead one's batches without it (see recovery.py).
+                if self._recovery is None or not self._recovery.recover(error):
+                    _name_indices(error, self._pool)
+                    raise
+                deadline = None
 
     def close(self) -> None:
         self.closed = True
@@ -139,3 +153,22 @@ class ParallelExecutor(Stage):
             self._releases.send_all()
         except Exception:  # a dead worker, a pool already stopped: nothing left to give back to
             pass
+
+
+def _name_indices(error: WorkerDiedError, pool: Any) -> None:
+    """Add to ``error`` the indices of the batches its worker had not answered (one of them
+    killed it, or it was killed while making them)."""
+    worker = next((w for w in pool.workers if w.id == error.worker_id), None)
+    if worker is None or error.indices is not None:
+        return
+    tasks = [task for task, _ in worker.outstanding.values() if task.indices is not None]
+    if not tasks:
+        return
+    error.indices = [index for task in tasks for index in listed(task.indices)]
+    batches = "; ".join(f"batch {task.index}: {listed(task.indices)}" for task in tasks[:4])
+    more = f" and {len(tasks) - 4} more" if len(tasks) > 4 else ""
+    error.args = (
+        f"{error.args[0]} It had not answered these batches (the one it was making comes first): "
+        f"{batches}{more}. If one sample kills it, on_error='skip' or 'replace' finds and leaves "
+        "it out (see docs/bad-samples.md).",
+    )

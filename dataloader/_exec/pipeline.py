@@ -223,7 +223,10 @@ class Pipeline:
         if owns_pool:
             pool = start_pool(spec, self.source)
         on_close = pool.shutdown if owns_pool else None  # a persistent pool outlives the epoch
-        return ParallelExecutor(pool, tasks, epoch, options, on_close, recorder, owner=self, resume=resume)
+        return ParallelExecutor(
+            pool, tasks, epoch, options, on_close, recorder, owner=self, resume=resume,
+            worker_streams=self.source.worker_batch_size is not None,
+        )
 
     def _persistent_pool(self) -> Any:
         """The pool that outlives epochs (started on first use), or None when each epoch starts its own.

@@ -29,6 +29,7 @@ class Releases:
 
     def __init__(self, pool: WorkerPool | ThreadWorkerPool, send: Callable[[Handle, Any], None]) -> None:
         self._receiver = pool.receiver
+        self._pool = pool
         self._workers = pool.workers
         self._send = send
         # Worker id -> segment ids not yet sent. The dispatcher reads it; only this class writes it.
@@ -36,8 +37,10 @@ class Releases:
 
     def collect(self) -> None:
         """Take the segments dropped since the last call from the receiver."""
+        retired = getattr(self._pool, "retired", ())
         for worker_id, segment_ids in self._receiver.drain().items():
-            self.pending.setdefault(worker_id, []).extend(segment_ids)
+            if worker_id not in retired:  # a dead worker's segments went with it
+                self.pending.setdefault(worker_id, []).extend(segment_ids)
 
     def take(self, worker_id: int) -> tuple[int, ...]:
         """The worker's pending segments, to ride on a message to it; once that message is

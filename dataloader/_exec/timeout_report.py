@@ -26,7 +26,8 @@ def timeout_error(pool: WorkerPool | ThreadWorkerPool, timeout: float) -> Loader
 
 
 def _busy(pool: WorkerPool | ThreadWorkerPool, worker: Handle) -> str:
-    (_, index), (indices, (first, last)) = next(iter(worker.outstanding.items()))
+    (_, index), (task, (first, last)) = next(iter(worker.outstanding.items()))
+    indices = task.indices
     what = f"indices {listed(indices)}" if indices is not None else "its stream"
     # Batches sent in one message are answered together: the worker may be past the first.
     later = f", or a later batch of the message it came in (batches {first}-{last})" if last > index else ""

@@ -74,14 +74,16 @@ class Waiter:
         self._releases = releases
         self._overflow = overflow
         self._watched: dict[int, tuple[str, Handle | None]] = {}
-        for worker in pool.workers:
+        retired = getattr(pool, "retired", ())
+        live = [worker for worker in pool.workers if worker.id not in retired]
+        for worker in live:
             self._watched[worker.conn.fileno()] = ("message", worker)
             self._watched[worker.sentinel] = ("exit", worker)
         self._watched[pool.receiver.wakeup_fd] = ("release", None)
         self._wakeup = _WakeUp()
         self._watched[self._wakeup.fd] = ("stop", None)
         self._poller = _poller(*self._watched)
-        self._has_message = {worker.id: _poller(worker.conn.fileno()) for worker in pool.workers}
+        self._has_message = {worker.id: _poller(worker.conn.fileno()) for worker in live}
         self._writing: set[int] = set()  # workers' sockets also watched for room (see _watch_unsent)
 
     def wait(self, deadline: float | None) -> bool:
@@ -103,6 +105,22 @@ class Waiter:
         finally:
             receiver.sleeping = False
         return self._handle(ready)
+
+    def replace_worker(self, dead: Handle, new: Handle) -> None:
+        """Stop watching ``dead`` (its last words were read) and watch ``new`` instead."""
+        for fd in (dead.conn.fileno(), dead.sentinel):
+            self._watched.pop(fd, None)
+            self._writing.discard(fd)
+            try:
+                self._poller.unregister(fd)
+            except KeyError:
+                pass
+        self._has_message.pop(dead.id, None)
+        self._watched[new.conn.fileno()] = ("message", new)
+        self._watched[new.sentinel] = ("exit", new)
+        self._poller.register(new.conn.fileno(), select.POLLIN)
+        self._poller.register(new.sentinel, select.POLLIN)
+        self._has_message[new.id] = _poller(new.conn.fileno())
 
     def wake(self) -> None:
         """Make a ``wait()`` in another thread return now (the epoch is being closed)."""
@@ -129,7 +147,10 @@ class Waiter:
         """Watch for room the sockets of the workers whose messages wait to be written (the
         main process never blocks sending; see :class:`~dataloader._workers.wire.Wire`), and
         stop watching those whose messages are all written."""
+        retired = getattr(self._pool, "retired", ())
         for worker in self._pool.workers:
+            if worker.id in retired:
+                continue  # dead and replaced: what waited for it is moot
             if worker.conn.unsent or (self._writing and worker.conn.fileno() in self._writing):
                 self._flush(worker)
 

@@ -86,7 +86,7 @@ class ErrorPolicy:
         batch, offset = batch_of(task)
         return SampleFailure(
             task.epoch, batch, index, offset + position, stage, type(error).__name__, _message(error), action,
-            self.worker, os.getpid(), substitute,
+            self.worker, os.getpid(), substitute, getattr(error, "signal", None),
         )
 
 

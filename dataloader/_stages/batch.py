@@ -64,6 +64,9 @@ class BatchMaker:
     hooks: tuple = ()
     # The samples of the last batch that failed and were left out or replaced; read-only outside.
     failures: tuple[SampleFailure, ...] = ()
+    # Run fetch and transform one sample at a time, each with its own hook events (the probe
+    # that finds a sample that kills its worker; see _workers/probe.py).
+    one_by_one: bool = False
 
     def __post_init__(self) -> None:
         # A batch the dataset collated itself is handed out as it is only when nothing would

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._failure import LEFT_OUT
 from ..dataset import Collated, read_samples
-from ..errors import ArgumentValueError, SampleError
+from ..errors import ArgumentValueError, SampleError, WorkerDiedError
 from ..hooks import StageEvent
 from .._failure_book import SUBSTITUTE_DRAWS
 from .bad_samples import SampleFailure, batch_of
@@ -98,6 +98,7 @@ class Stages:
         self._policy = maker.policy
         self._salvages = maker.policy.salvages
         self._hooks = tuple(maker.hooks)
+        self._one_by_one = maker.one_by_one
         self._length: int | None | bool = False  # len(dataset), once asked for (None: it has none)
         # This batch's samples that failed: (position, key, stage, error), and the records.
         self.pending: list[tuple[int, Any, str, BaseException]] = []
@@ -114,6 +115,8 @@ class Stages:
 
     def fetch(self, task: BatchTask, start: float) -> list | Collated:
         self._maker.stage = "fetch"
+        if (task.bad or self._one_by_one) and self._salvages and task.samples is None:
+            return self._fetch_each(task)
         hooks = self._hooks
         if hooks:
             self._fire("before", "fetch", task, start)
@@ -135,7 +138,15 @@ class Stages:
         """The batch read one sample at a time; a sample that raises leaves its place failed."""
         keys = _keys(task)
         count = len(task.jobs) if task.jobs is not None else len(keys or ())
-        samples = [self._one("fetch", task, position, keys, self._read_one) for position in range(count)]
+        killers = {entry[0]: entry for entry in task.bad}
+        samples = []
+        for position in range(count):
+            killer = killers.get(keys[position] if keys is not None else position)
+            if killer is None:
+                samples.append(self._one("fetch", task, position, keys, self._read_one))
+            else:  # never read again: it kills the process that reads it
+                self.pending.append((position, killer[0] if keys is not None else None, killer[1], _killed(killer)))
+                samples.append(_FAILED)
         self._find_none(task, samples, "fetch", range(count))
         return samples
 
@@ -154,6 +165,8 @@ class Stages:
         else:
             places = [p for p, sample in enumerate(samples) if sample is not _FAILED]
             good = [samples[p] for p in places]
+        if self._one_by_one and self._salvages:
+            return self._transform_apart(task, samples, good, places)
         if hooks:
             self._fire("before", "transform", task, start, places=places)
         try:
@@ -167,6 +180,13 @@ class Stages:
         else:
             if hooks:
                 self._fire("after", "transform", task, start, places=places)
+        return self._placed(task, samples, done, places)
+
+    def _transform_apart(self, task: BatchTask, samples: list, good: list, places: list[int] | None) -> list:
+        return self._placed(task, samples, self._transform_each(task, good, places), places)
+
+    def _placed(self, task: BatchTask, samples: list, done: list, places: list[int] | None) -> list:
+        """The transformed ``done`` back in their places among ``samples`` (None checked)."""
         if not self._salvages:
             return done
         positions = places if places is not None else range(len(done))
@@ -269,6 +289,9 @@ class Stages:
         return _FAILED, None
 
     def _read_one_key(self, task: BatchTask, position: int, keys: list) -> Any:
+        for killer in task.bad:
+            if killer[0] == keys[0]:
+                raise _killed(killer)
         return _read_key(self._dataset, keys[0])
 
     def _identity(self) -> bool:
@@ -339,6 +362,13 @@ class Stages:
                 hook.failed(event, error)
             else:
                 getattr(hook, kind)(event)
+
+
+def _killed(killer: tuple[Any, str, str, str]) -> WorkerDiedError:
+    """The error recorded for a sample that killed the worker reading it."""
+    error = WorkerDiedError(killer[2])
+    error.signal = killer[3]  # type: ignore[attr-defined]
+    return error
 
 
 def _keys(task: BatchTask) -> list | None:

@@ -33,6 +33,10 @@ class BatchTask:
     chunk: tuple[int, int, int, int] | None = None
     # A worker reading its own stream shard drops this many batches first (a resumed epoch).
     skip: int = 0
+    # Samples known to kill the process that reads them (found after a worker died, see
+    # _exec/recovery.py): (key or position, stage, what happened, signal name) each. They are
+    # not read again: they fail at once, and the error policy leaves them out or replaces them.
+    bad: tuple[tuple[Any, str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def run_worker(
     mark_worker_process()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    _exit_when_parent_dies(parent_alive.fileno())
+    exit_when_parent_dies(parent_alive.fileno())
     faulthandler.register(signal.SIGUSR1, file=stack_out.fileno(), all_threads=True, chain=False)
     wire = Wire(conn)
     stage = "unpickling"
@@ -157,7 +157,7 @@ def run_worker(
         worker.pool.close()
 
 
-def _exit_when_parent_dies(fd: int) -> None:
+def exit_when_parent_dies(fd: int) -> None:
     """Exit the moment the main process is gone (its end of the pipe closes)."""
 
     def watch() -> None:

@@ -24,7 +24,7 @@ import signal
 import socket
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ACKNOWLEDGE
 from typing import Any, Iterator
@@ -73,6 +73,9 @@ class WorkerPool:
         self.workers: list[WorkerHandle] = []
         self._context = context
         self._alive_in, self._alive_out = context.Pipe(duplex=False)
+        self._boots = {boot.worker_id: boot for boot in boots}  # to start a worker's replacement
+        self._spare_alive: list[Connection] = []  # the "parent alive" pipes of replacements
+        self.retired: set[int] = set()  # ids of dead workers that were replaced
         self._stopping = False
         self.broken = False  # a worker died: a persistent loader must not reuse this pool
         self._pid = os.getpid()
@@ -89,14 +92,43 @@ class WorkerPool:
             raise
         self._alive_in.close()
 
-    def _start(self, boot: WorkerBoot) -> WorkerHandle:
+    def replace_worker(self, worker: WorkerHandle) -> WorkerHandle:
+        """Start a worker in place of ``worker``, which died: it gets the next free id (its dead
+        predecessor's segments may still be lent out under the old one) and the same boot."""
+        new_id = len(self.workers)
+        old = self._boots[worker.id]
+        alive_in, alive_out = self._context.Pipe(duplex=False)
+        self._spare_alive.append(alive_out)
+        fork = self._context.get_start_method() == "fork"
+        # Under fork the child inherits every "parent alive" write end: it must close them, or
+        # no worker would see the main process die.
+        inherited = tuple(c.fileno() for c in (self._alive_out, *self._spare_alive)) if fork else ()
+        boot = replace(old, worker_id=new_id, name=f"{old.name}-r{new_id}", close_fds=old.close_fds + inherited)
+        self._boots[new_id] = boot
+        try:
+            handle = self._start(boot, alive_in)
+        finally:
+            alive_in.close()
+        self.workers.append(handle)
+        self.retired.add(worker.id)
+        self.receiver.remove_worker(worker.id)  # batches still lent out keep their mappings
+        return handle
+
+    def boot_of(self, worker: WorkerHandle) -> WorkerBoot:
+        return self._boots[worker.id]
+
+    @property
+    def context(self) -> Any:
+        return self._context
+
+    def _start(self, boot: WorkerBoot, alive_in: Connection | None = None) -> WorkerHandle:
         main_end, worker_end = self._context.Pipe(duplex=True)
         stack_in, stack_out = self._context.Pipe(duplex=False)
         # Pickled here, unpickled by the worker where a failure can be reported (PickledBoot).
         sent = boot if self._context.get_start_method() == "fork" else PickledBoot.of(boot)
         process = self._context.Process(
             target=run_worker,
-            args=(sent, worker_end, self._alive_in, stack_out),
+            args=(sent, worker_end, alive_in or self._alive_in, stack_out),
             name=f"dataloader-worker-{boot.worker_id}",
             daemon=True,
         )
@@ -185,6 +217,8 @@ class WorkerPool:
             if finalizer is not None:
                 finalizer()  # this process's copies of the sentinel pipes
         self._alive_out.close()
+        for spare in self._spare_alive:
+            spare.close()
         self.receiver.detach(self._pid)
 
     def shutdown(self) -> None:
@@ -198,6 +232,8 @@ class WorkerPool:
             except OSError:
                 pass
         self._alive_out.close()  # every worker's watchdog now sees EOF as well
+        for spare in self._spare_alive:
+            spare.close()
         deadline = time.monotonic() + STOP_GRACE
         for worker in self.workers:
             worker.process.join(max(0.0, deadline - time.monotonic()))

@@ -157,7 +157,7 @@ def _indices_in(indices: Any) -> Any:
 
 def _plain(task: BatchTask) -> bool:
     """A map dataset's task: an epoch, an index and the sample indices, nothing else."""
-    return task.samples is None and task.jobs is None and task.chunk is None and not task.skip
+    return task.samples is None and task.jobs is None and task.chunk is None and not task.skip and not task.bad
 
 
 def _expand(compact: tuple) -> Any:
