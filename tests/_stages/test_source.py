@@ -187,7 +187,7 @@ def test_fixed_epochs_count_a_batch_split_into_chunks_once():
     jobs = CallableSource(lambda n: [lambda: 0] * n, chunk_size=2)
     source = FixedEpochs(CallableTasks(jobs, 6), 2)
     tasks = list(source.tasks(0))
-    assert [t.chunk for t in tasks] == [(0, 3, 0), (0, 3, 1), (0, 3, 2), (1, 3, 0), (1, 3, 1), (1, 3, 2)]
+    assert [t.chunk for t in tasks] == [(0, 3, 0, 0), (0, 3, 1, 2), (0, 3, 2, 4), (1, 3, 0, 0), (1, 3, 1, 2), (1, 3, 2, 4)]
     assert isinstance(source.consumer_stages(iter(()), None), Reassemble)
 
 
