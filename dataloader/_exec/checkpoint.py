@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from .._stages.position import Resume
-from .._stages.source import FixedEpochs, MapSource, Source, WorkerStreamSource
+from .._stages.source import Source
 from ..errors import ArgumentTypeError, ArgumentValueError
 
 FORMAT = "dataloader.state/1"
@@ -34,11 +34,11 @@ _WHY = {
 def loader_config(spec: Any, source: Source) -> dict[str, Any]:
     """What a state fits: the settings that decide which batch is which."""
     sampler, dataset, options = spec.sampler, spec.dataset, spec.options
-    inner = _reader(source)
     world = sampler if hasattr(sampler, "world_size") else dataset
+    own = source.order_fields(dataset, options)
     return {
-        "source": type(inner).__name__,
-        "length": len(dataset) if isinstance(inner, MapSource) else None,
+        "source": type(source.reader).__name__,
+        "length": own.get("length"),
         "batch_size": getattr(sampler, "batch_size", None),
         "drop_last": getattr(sampler, "drop_last", None),
         "seed": options.seed,
@@ -46,13 +46,8 @@ def loader_config(spec: Any, source: Source) -> dict[str, Any]:
         "epoch_size": options.epoch_size,
         "world_size": getattr(world, "world_size", None),
         "rank": getattr(world, "rank", None),
-        "stream_workers": options.num_workers if isinstance(inner, WorkerStreamSource) else None,
+        "stream_workers": own.get("stream_workers"),
     }
-
-
-def _reader(source: Source) -> Source:
-    """The source that reads the dataset (under fixed-size epochs, the one they wrap)."""
-    return source.inner if isinstance(source, FixedEpochs) else source
 
 
 def fresh_position(epoch: int, source: Source) -> dict[str, Any]:
@@ -72,7 +67,7 @@ def make_state(position: dict[str, Any], spec: Any, source: Source) -> dict[str,
     """The whole state: the format, the position, the configuration, a map dataset's own state."""
     state = {"format": FORMAT, **position, "config": loader_config(spec, source)}
     dataset_state = getattr(spec.dataset, "state_dict", None)
-    if dataset_state is not None and isinstance(_reader(source), MapSource):
+    if dataset_state is not None and source.reader.holds_dataset_state:
         state["dataset"] = dataset_state()
     return state
 
@@ -98,7 +93,7 @@ def read_state(state: Any, spec: Any, source: Source, skip_ahead: bool) -> Resum
                 f"{name}={value!r} ({_WHY[name]}). Build the loader as the one that saved the "
                 "state, or start it afresh without load_state_dict()."
             )
-    by_worker = isinstance(source, WorkerStreamSource)
+    by_worker = source.resumes_by_worker
     if by_worker:  # task numbers mean nothing here: counts (and order) per worker do
         state = {**state, "low": 0, "above": []}
     resume = Resume(

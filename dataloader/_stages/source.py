@@ -57,12 +57,30 @@ class Source:
     Resuming (:mod:`~dataloader._stages.position`): ``tasks(epoch, resume)`` starts where a
     saved state left off; :meth:`resume_point` is the token that restarts the epoch's tasks at
     a batch, and :meth:`check_resume` refuses, before any work, a token this source cannot use.
+    A source also says what a state must match to fit it (:meth:`order_fields`), whether a
+    state counts batches per worker (``resumes_by_worker``) and whether it carries the
+    dataset's own state (``holds_dataset_state``): the checkpoint code asks, and never looks
+    at a source's class.
     """
 
     worker_batch_size: int | None = None
     worker_restart: bool = False
     reads_stream_here: bool = False
     notes_tokens = False  # True: it keeps a token per batch, pruned by forget_before()
+    # A state's task numbers mean nothing: each worker's count of batches says where it stands.
+    resumes_by_worker = False
+    # The dataset's state_dict() goes into the loader's state (a map dataset's).
+    holds_dataset_state = False
+
+    @property
+    def reader(self) -> "Source":
+        """The source that reads the dataset (a source that wraps another names that one)."""
+        return self
+
+    def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
+        """Settings of this source, besides the loader's, that decide which batch is which:
+        a saved state fits only a source with the same values."""
+        return {}
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         """The tasks of ``epoch``, numbered from 0 (from ``resume.low`` when resuming, leaving
@@ -101,6 +119,10 @@ class MapSource(Source):
     """
 
     notes_tokens = True  # one per epoch: the sampler's state as the epoch began
+    holds_dataset_state = True
+
+    def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
+        return {"length": len(dataset)}  # batch indices mean other samples in another length
 
     def __init__(self, sampler: Any) -> None:
         self.sampler = sampler
@@ -226,9 +248,14 @@ class WorkerStreamSource(Source):
     to read and discard (the executor adds them to the worker's first task).
     """
 
+    resumes_by_worker = True
+
     def __init__(self, dataset: Any, batch_size: int) -> None:
         self.dataset = dataset
         self.worker_batch_size = batch_size
+
+    def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
+        return {"stream_workers": options.num_workers}  # each worker's shard depends on it
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         for index in itertools.count():
@@ -336,6 +363,13 @@ class FixedEpochs(Source):
     """
 
     notes_tokens = True
+
+    @property
+    def reader(self) -> Source:
+        return self.inner.reader
+
+    def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
+        return self.inner.order_fields(dataset, options)
 
     def __init__(self, inner: Source, epoch_size: int) -> None:
         self.inner = inner
