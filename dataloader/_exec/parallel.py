@@ -42,6 +42,9 @@ from .waiting import Waiter
 class ParallelExecutor(Stage):
     """One epoch over a :class:`WorkerPool` or a :class:`ThreadWorkerPool`.
 
+    Each item is ``(batch, task indices, worker id)``: which tasks and worker made the batch
+    travel with it to :class:`~dataloader._stages.position.Tally`.
+
     Its upstream is the epoch's ``tasks``, closed with it; ``on_close`` then
     releases the rest (stops a pool that lives only for this epoch). ``owner`` (the loader's
     pipeline, which owns persistent workers) is kept alive until the epoch is closed.
@@ -62,7 +65,6 @@ class ParallelExecutor(Stage):
         worker_streams: bool = False,
     ) -> None:
         super().__init__(tasks)
-        self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's task and worker
         self._owner = owner
         self._occupancy = Occupancy()
         self._pool = pool
@@ -105,12 +107,12 @@ class ParallelExecutor(Stage):
                 raise Stopped()
             found, value = self._reorder.pop()
             if found:
-                self.last_made = ((self._reorder.last[0],), self._reorder.last[1])
+                index, worker = self._reorder.last
                 self._dispatcher.handed_out()
                 self._releases.send_all()
                 if isinstance(value, Failure):
                     raise value.error
-                return value
+                return value, (index,), worker
             try:
                 self._dispatcher.dispatch()
                 if self._dispatcher.finished:

@@ -85,7 +85,13 @@ class Pipeline:
         settings.make_visible()
         book = FailureBook(options.error_limit, options.error_log_path())
         recorder = Recorder(options.num_workers, settings, options.worker_type, book=book)
-        position = Position(self.source, epoch, options.repeats, known_length(self.source), resume)
+        # Nothing reads ahead or echoes after the Tally, and batches come by task index with no
+        # worker counts to keep: the position only counts (see Position).
+        counting = (
+            not (options.buffer_size or options.preload or options.repeats > 1)
+            and options.in_order and self.source.worker_batch_size is None
+        )
+        position = Position(self.source, epoch, options.repeats, known_length(self.source), resume, counting)
         executor = self._executor(epoch, recorder, resume)
         stages, buffer = self._consumer_stages(executor, recorder, position)
         length = self.length() if resume is None else position.remaining()
@@ -248,10 +254,7 @@ class Pipeline:
         """Wrap ``upstream`` in the consumer-side stages; also return the buffer stage, if any."""
         spec, options, adapter = self.spec, self.spec.options, self.spec.adapter
         upstream = self.source.consumer_stages(upstream, spec.collator, spec.error_policy())
-        if options.buffer_size or options.preload or options.repeats > 1:
-            upstream = Tally(upstream, position)  # stages after it read ahead, or echo
-        else:
-            position.follow(upstream, options.in_order and self.source.worker_batch_size is None)
+        upstream = Tally(upstream, position)  # notes which tasks made each batch, then passes it on
         buffer = None
         if options.buffer_size:
             upstream = buffer = Buffered(upstream, options.buffer_size, options.buffer_on_request)

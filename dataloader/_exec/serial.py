@@ -14,6 +14,9 @@ from ..monitor import Recorder
 class SerialExecutor(Stage):
     """Makes each task's batch on demand with ``maker``; closing it closes the tasks (the source).
 
+    Each item is ``(batch, task indices, -1)``: which tasks made the batch, and no worker,
+    travel with it to :class:`~dataloader._stages.position.Tally`.
+
     ``owner`` (the loader's pipeline, which owns a fixed-size feed) is kept alive until the
     epoch is closed. A close from another thread while a batch is being made here waits for
     that batch (your code cannot be interrupted) before it closes the tasks.
@@ -32,7 +35,6 @@ class SerialExecutor(Stage):
         self._owner = owner
         self._occupancy = Occupancy()
         self._timed = hasattr(maker, "timings")  # a BatchMaker notes each batch's stage times
-        self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's task, no worker
 
     def __next__(self) -> Any:
         if not self._occupancy.enter():
@@ -46,14 +48,13 @@ class SerialExecutor(Stage):
                 if task.chunk is not None:  # a part of a split batch: the rest cannot stand alone
                     raise
                 batch = Unmade(error)  # raised at its turn; the epoch goes on past it
-            self.last_made = ((index,), -1)
             if self._recorder is not None and self._timed:
                 recorder, maker = self._recorder, self._maker
                 if type(batch) is not Unmade:
                     recorder.batch_made(-1, index, maker.timings)
                 if maker.failures:
                     recorder.samples_failed(maker.failures)
-            return batch
+            return batch, (index,), -1
         finally:
             self._occupancy.leave()
 

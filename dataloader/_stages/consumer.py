@@ -59,31 +59,33 @@ class Echo(Stage):
 
 
 class Reassemble(Stage):
-    """Puts batches split into chunks back together in job order, then collates them."""
+    """Puts batches split into chunks back together in job order, then collates them.
+
+    Items come and go as ``(batch, task indices, worker)``; a reassembled batch names every
+    task that made a part of it, and no worker."""
 
     def __init__(self, upstream: Any, collator: Any, policy: Any = None) -> None:
         super().__init__(upstream)
         self._collator = collator
         self._policy = policy  # fills the places of samples that failed (see Chunk.vacant)
         self._parts: dict[int, list] = {}
-        self.last_made: tuple[tuple[int, ...], int] = ((), -1)  # the latest batch's tasks
 
     def __next__(self) -> Any:
         while True:
-            item = next(self.upstream)
+            made = next(self.upstream)
+            item = made[0]
             if not isinstance(item, Chunk):  # a whole batch, or an Unmade one
-                self.last_made = self.upstream.last_made
-                return item
+                return made
             parts = self._parts.setdefault(item.batch, [])
             parts.append(item)
             if len(parts) == item.parts:
                 del self._parts[item.batch]
                 parts.sort(key=lambda chunk: chunk.index)
-                self.last_made = (tuple(chunk.index for chunk in parts), -1)
+                keys = tuple(chunk.index for chunk in parts)
                 samples = [sample for chunk in parts for sample in chunk.samples]
                 if any(chunk.vacant for chunk in parts):
                     samples = self._fill(parts, samples)
-                return self._collator.apply(samples) if samples else LEFT_OUT
+                return (self._collator.apply(samples) if samples else LEFT_OUT), keys, -1
 
     def _fill(self, parts: list[Chunk], samples: list) -> list:
         """Put one of the batch's good samples, chosen as a worker would, in each vacant place."""

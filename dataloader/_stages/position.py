@@ -8,8 +8,9 @@ out (in the reorder buffer, a buffer, the preload queue) are not part of it: a r
 them again.
 
 The stages between the executor and the user keep order (buffer, preload, conversions, echo),
-so :class:`Tally` notes each batch as it leaves the executor and the iterator counts the ones
-it hands out; the n-th handed out is the n-th noted.
+so :class:`Tally` notes each batch as it leaves the executor (which tasks and worker made it
+travel with the batch) and the iterator counts the ones it hands out; the n-th handed out is
+the n-th noted.
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ class Position:
     (and none is paid for per batch).
     """
 
-    def __init__(self, source: Any, epoch: int, repeats: int, length: int | None, resume: Resume | None) -> None:
+    def __init__(
+        self, source: Any, epoch: int, repeats: int, length: int | None, resume: Resume | None,
+        counting: bool = False,
+    ) -> None:
         resume = resume or Resume()
         self.epoch = epoch
         self._source = source
@@ -99,37 +103,13 @@ class Position:
         self._made: collections.deque = collections.deque()
         # Sources that note a token per batch prune them as batches are handed out; others need no call.
         self._forget = source.forget_before if source.notes_tokens else None
-        self._follow: Any = None  # see follow()
-        self._handed = 0  # batches handed out while following in order, not yet counted in
-
-    def follow(self, upstream: Any, in_order: bool) -> None:
-        """Read each batch's tasks from ``upstream.last_made`` as it is handed out, with no
-        :class:`Tally`: for a chain with no stage that reads ahead or echoes between the two.
-
-        ``in_order`` (tasks come out by index; no worker counts needed): every batch handed out
-        is then one the source made, in order, so counting them is enough until a state is
-        taken, and that is all a batch costs."""
-        self._follow = upstream
-        if not in_order:
-            self.handed_out = self._note_followed  # type: ignore[method-assign]
-        elif self._forget is None:
-            self.handed_out = self._count_in_order  # type: ignore[method-assign]
-        else:
-            self.handed_out = self._count_in_order_pruning  # type: ignore[method-assign]
-
-    def _count_in_order(self) -> None:
-        self._handed += 1
-
-    def _count_in_order_pruning(self) -> None:
-        """As :meth:`_count_in_order`, catching up now and then so the source's tokens of
-        batches handed out go (a long stream's would otherwise pile up until a state is taken)."""
-        self._handed += 1
-        if self._handed >= _PRUNE_EVERY:
-            self._catch_up()
-
-    def _note_followed(self) -> None:
-        keys, worker = self._follow.last_made
-        self._done(keys, worker)
+        # Counting: batches come out by task index and nothing between the Tally and the user
+        # reads ahead or echoes (and no worker counts are needed), so every batch handed out is
+        # the latest one made: counting them is enough until a state is taken, and that is all
+        # a batch costs.
+        self._counting = counting
+        self._latest: tuple[int, ...] = ()  # counting: the tasks of the latest batch made
+        self._handed = 0  # counting: batches handed out, not yet counted in
 
     def _catch_up(self) -> None:
         """Count in the batches handed out in order since the last state: all up to the
@@ -138,7 +118,7 @@ class Position:
             return
         self._count += self._handed
         self._handed = 0
-        self._low = self._follow.last_made[0][-1]
+        self._low = self._latest[-1]
         self._mark(self._low)
         self._above = {key for key in self._above if key > self._low}
         if self._forget is not None:
@@ -146,6 +126,9 @@ class Position:
 
     def made(self, keys: tuple[int, ...], worker: int) -> None:
         """A batch (made from the tasks ``keys``) left the executor."""
+        if self._counting:
+            self._latest = keys
+            return
         if not self._restored:
             self._made.append([keys, worker, self._repeats])
             return
@@ -160,6 +143,11 @@ class Position:
 
     def handed_out(self) -> None:
         """The user got a batch (one echo of it)."""
+        if self._counting:
+            self._handed += 1
+            if self._handed >= _PRUNE_EVERY and self._forget is not None:
+                self._catch_up()  # the source's tokens of batches handed out go, now and then
+            return
         entry = self._made[0]
         entry[2] -= 1
         if entry[2] > 0:
@@ -170,7 +158,7 @@ class Position:
     def unmade(self) -> None:
         """A batch that was not made (it raised, or every sample of it failed) had its turn: it
         counts as handed out in full, echoes and all (a resumed run would not make it either)."""
-        if self._follow is not None:
+        if self._counting:
             self.handed_out()
             return
         entry = self._made.popleft()
@@ -242,14 +230,14 @@ class Position:
 
 
 class Tally(Stage):
-    """Notes each batch its upstream (an executor, or the stage that reassembles chunks) makes;
-    the upstream says which tasks made it in ``last_made``: (task indices, worker id or -1)."""
+    """Notes each batch its upstream (an executor, or the stage that reassembles chunks) makes:
+    items come as ``(batch, task indices, worker id or -1)`` and leave as the batch alone."""
 
     def __init__(self, upstream: Any, position: Position) -> None:
         super().__init__(upstream)
-        self._position = position
+        self._made = position.made
 
     def __next__(self) -> Any:
-        batch = next(self.upstream)
-        self._position.made(*self.upstream.last_made)
+        batch, keys, worker = next(self.upstream)
+        self._made(keys, worker)
         return batch

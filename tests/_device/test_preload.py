@@ -9,6 +9,7 @@ import pytest
 from dataloader import ArrayDataset, DataLoader, SequentialSampler
 from dataloader._device.preload import Preload
 from dataloader._exec.serial import SerialExecutor
+from dataloader._stages.stage import Stage
 from dataloader._stages.task import BatchTask
 from dataloader.transform import BatchTransform, Compose, Transform
 from dataloader.errors import ArgumentValueError
@@ -36,8 +37,15 @@ def _tasks(count):
     return iter([BatchTask(0, index) for index in range(count)])
 
 
+class _batches(Stage):
+    """The executor's batches without which tasks made them (what the Tally passes on)."""
+
+    def __next__(self):
+        return next(self.upstream)[0]
+
+
 def run(adapter, preload, steps=8, step=0.05):
-    upstream = SerialExecutor(_tasks(steps), lambda task: task.index)
+    upstream = _batches(SerialExecutor(_tasks(steps), lambda task: task.index))
     stage = Preload(upstream, adapter, depth=1) if preload else None
     start = time.perf_counter()
     got = []
@@ -77,7 +85,7 @@ def test_preload_error_reaches_the_consumer_and_close_joins_the_thread():
         def ready(self, batch):
             return batch
 
-    stage = Preload(SerialExecutor(_tasks(3), lambda task: task.index), Broken(), depth=1)
+    stage = Preload(_batches(SerialExecutor(_tasks(3), lambda task: task.index)), Broken(), depth=1)
     with pytest.raises(MemoryError, match="device full"):
         next(stage)
     stage.close()

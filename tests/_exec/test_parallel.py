@@ -396,7 +396,10 @@ def test_a_dropped_executor_goes_at_once_with_the_batches_it_holds(no_leaks):
     try:
         tasks = iter([BatchTask(0, k, indices=[2 * k, 2 * k + 1]) for k in range(8)])
         executor = ParallelExecutor(pool, tasks, 0, LoaderOptions(num_workers=2))
-        assert [next(executor).tolist() for _ in range(3)] == [[0, 1], [2, 3], [4, 5]]
+        made = [next(executor) for _ in range(3)]  # (batch, its tasks, its worker) each
+        assert [batch.tolist() for batch, _, _ in made] == [[0, 1], [2, 3], [4, 5]]
+        assert [keys for _, keys, _ in made] == [(0,), (1,), (2,)] and {w for _, _, w in made} <= {0, 1}
+        del made
         # The reorder buffer holds the batches; the waiter is at the far end of the parts.
         parts = {name: weakref.ref(getattr(executor, name)) for name in ("_reorder", "_waiter")}
         gc.collect()

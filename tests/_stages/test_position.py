@@ -301,18 +301,17 @@ def test_batches_made_in_one_thread_and_handed_out_in_another_are_all_counted():
 
 
 class _Executor:
-    """Yields batches and says, as executors do, which tasks and worker made the latest one."""
+    """Yields ``(batch, task indices, worker)`` as executors do."""
 
     def __init__(self, made: list[tuple[tuple[int, ...], int]]) -> None:
         self._made = iter(made)
-        self.last_made: tuple[tuple[int, ...], int] = ((), -1)
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        self.last_made = next(self._made)
-        return f"batch {self.last_made[0]}"
+        keys, worker = next(self._made)
+        return f"batch {keys}", keys, worker
 
 
 def test_tally_notes_each_batch_its_upstream_made():
@@ -331,62 +330,76 @@ def test_tally_notes_each_batch_its_upstream_made():
         next(tally)
 
 
-# -- following an executor with no stage between (no Tally) ----------------------------------
+# -- counting: batches in order, nothing between the Tally and the user ----------------------
 
 
-def _follow(executor: _Executor, position: Position, count: int) -> None:
-    """Hand out ``count`` batches straight from ``executor``, as the iterator does."""
+def _counting(length=None, resume=None):
+    source = _Source()
+    return Position(source, 4, 1, length, resume, counting=True), source
+
+
+def _pass_out(tally: Tally, position: Position, count: int) -> None:
+    """Hand out ``count`` batches straight from the tally, as the iterator does."""
     for _ in range(count):
-        next(executor)
+        next(tally)
         position.handed_out()
 
 
-def test_following_in_order_counts_hand_outs_and_places_low_after_the_latest_made():
-    position, source = _position(length=None)
-    executor = _Executor([((index,), -1) for index in range(10)])
-    position.follow(executor, in_order=True)
-    _follow(executor, position, 4)
+def test_counting_in_order_counts_hand_outs_and_places_low_after_the_latest_made():
+    position, source = _counting()
+    tally = Tally(_Executor([((index,), -1) for index in range(10)]), position)
+    _pass_out(tally, position, 4)
     assert source.forgotten == []  # counting only, until a state is taken
     snap = position.snapshot()
     assert (snap["low"], snap["above"], snap["count"], snap["workers"]) == (4, [], 4, {})
-    assert snap["source"] == {"at": [3, 4]} and source.forgotten == [(3, 4)]
-    _follow(executor, position, 3)
+    assert snap["source"] == {"at": [4, 4]} and source.forgotten == [(4, 4)]
+    _pass_out(tally, position, 3)
     assert (position.snapshot()["low"], position.snapshot()["count"]) == (7, 7)
 
 
-def test_following_in_order_prunes_the_sources_tokens_without_a_state_being_taken():
-    position, source = _position(length=None)
-    executor = _Executor([((index,), -1) for index in range(600)])
-    position.follow(executor, in_order=True)
-    _follow(executor, position, 600)
+def test_counting_in_order_prunes_the_sources_tokens_without_a_state_being_taken():
+    position, source = _counting()
+    tally = Tally(_Executor([((index,), -1) for index in range(600)]), position)
+    _pass_out(tally, position, 600)
     # A long epoch's tokens do not pile up: they go every few hundred batches.
     assert source.forgotten and all(low <= 600 for _, low in source.forgotten)
     assert source.forgotten[-1][1] >= 600 - 256
     assert (position.snapshot()["low"], position.snapshot()["count"]) == (600, 600)
 
 
-def test_following_in_order_after_a_resume_skips_what_was_handed_out_above():
+def test_counting_in_order_after_a_resume_skips_what_was_handed_out_above():
     resume = Resume(low=2, above=frozenset({3, 6}), count=4)
-    position, _ = _position(length=7, resume=resume)
+    position, _ = _counting(length=7, resume=resume)
     assert position.remaining() == 3
-    executor = _Executor([((2,), -1), ((4,), -1), ((5,), -1)])  # the tasks a resumed source makes
-    position.follow(executor, in_order=True)
-    _follow(executor, position, 1)
+    tally = Tally(_Executor([((2,), -1), ((4,), -1), ((5,), -1)]), position)  # what a resumed source makes
+    _pass_out(tally, position, 1)
     snap = position.snapshot()
     assert (snap["low"], snap["above"], snap["count"]) == (4, [6], 5)
-    _follow(executor, position, 2)
+    _pass_out(tally, position, 2)
     snap = position.snapshot()
-    assert (snap["epoch"], snap["low"], snap["count"]) == (4, 0, 0)  # all 7 handed out: the next epoch
+    assert (snap["epoch"], snap["low"], snap["count"]) == (5, 0, 0)  # all 7 handed out: the next epoch
 
 
-def test_following_out_of_order_notes_each_batch_and_its_worker():
+def test_out_of_order_notes_each_batch_and_its_worker():
     position, _ = _position(length=None)
-    executor = _Executor([((1,), 0), ((0,), 1), ((3,), 1)])
-    position.follow(executor, in_order=False)
-    _follow(executor, position, 3)
+    tally = Tally(_Executor([((1,), 0), ((0,), 1), ((3,), 1)]), position)
+    _pass_out(tally, position, 3)
     snap = position.snapshot()
     assert (snap["low"], snap["above"], snap["count"]) == (2, [3], 3)
     assert snap["workers"] == {"0": 1, "1": 2}
+
+
+def test_an_unmade_batch_counts_as_handed_out_in_full_in_either_mode():
+    for position, _ in (_counting(length=3), _position(length=3, repeats=2)):
+        tally = Tally(_Executor([((0,), -1), ((1,), -1), ((2,), -1)]), position)
+        next(tally)
+        position.unmade()  # batch 0 raised (or all its samples failed): its turn is over
+        next(tally)
+        position.handed_out()
+        if not position._counting:
+            position.handed_out()  # the second echo of batch 1
+        snap = position.snapshot()
+        assert (snap["low"], snap["count"]) == (2, 2)
 
 
 # -- PositionLog --------------------------------------------------------------------------------
