@@ -31,7 +31,6 @@ import json
 import multiprocessing
 import os
 
-import cv2
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -869,6 +868,7 @@ def test_a_hook_runs_in_thread_workers_on_the_object_given(no_leaks):
 
 def _image_folder(root) -> tuple[ImageFolder, list[int]]:
     """200 8x8 images in cat/ and dog/, three of them corrupt; returns the folder and their indices."""
+    cv2 = pytest.importorskip("cv2", reason="ImageFolder decodes with OpenCV: pip install 'dataloader[vision]'")
     rng = np.random.default_rng(0)
     for index in range(197):
         folder = root / ("cat" if index % 2 else "dog")
