@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from time import perf_counter
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 import numpy as np
 
@@ -49,8 +49,13 @@ class FailureBook:
         self._log: IO[str] | None = None
         self._log_failed = False
 
-    def add(self, records: tuple[Any, ...], samples_read: int) -> None:
-        """Note ``records``; raise once they pass the limit (``samples_read`` so far)."""
+    def add(self, records: tuple[Any, ...], samples_read: Callable[[], int]) -> None:
+        """Note ``records``; raise once they pass the limit. ``samples_read()`` (the samples read
+        before these failures) is asked for only where a fraction may be passed."""
+        limit = self.max_errors
+        # Within the count, or within any fraction (a fraction never allows more than every sample).
+        within = limit is None or self.count + len(records) <= limit
+        read = samples_read() if not within and isinstance(limit, float) else 0
         now = perf_counter()
         self.count += len(records)
         room = KEPT - len(self.records)
@@ -58,9 +63,9 @@ class FailureBook:
             self.records.extend(records[:room])
             self.times.extend([now] * min(room, len(records)))
         self._write(records)
-        if isinstance(self.max_errors, float) and samples_read < FRACTION_WINDOW:
+        if within or (isinstance(limit, float) and read < FRACTION_WINDOW):
             return
-        self.check(samples_read)
+        self.check(read)
 
     def check(self, samples_read: int) -> None:
         """Raise :class:`TooManyBadSamplesError` if the failures so far pass ``max_errors``."""

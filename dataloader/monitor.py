@@ -232,7 +232,7 @@ class Recorder:
     def samples_failed(self, records: tuple[Any, ...]) -> None:
         """Samples of a batch failed and were left out or replaced; raises
         :class:`~dataloader.TooManyBadSamplesError` past ``max_errors``."""
-        self.book.add(records, self._samples_read())
+        self.book.add(records, self._samples_read)
 
     def epoch_ended(self) -> None:
         """The epoch ran out: judge a ``max_errors`` fraction on the whole of it."""

@@ -43,12 +43,12 @@ class Dispatcher:
         self._workers = pool.workers
         self._tasks = tasks
         self._per_worker = messages_ahead
-        self._limit = messages_ahead * (len(pool.workers) - len(getattr(pool, "retired", ())))
+        self._limit = messages_ahead * (len(pool.workers) - len(pool.retired))
         self._releases = releases
         self._send = send
         self._rotation = itertools.count()
         self._ended: set[int] = set()  # workers whose own stream has ended
-        self.retired: set[int] = getattr(pool, "retired", set())  # dead workers, replaced
+        self.retired = pool.retired  # dead workers, replaced
         self._skips = dict(skips or {})  # worker id -> batches of its shard to drop first
         self.group = group or GroupSize(1)
         self.exhausted = False  # no task left to send

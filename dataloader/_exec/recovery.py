@@ -67,9 +67,6 @@ class WorkerRecovery:
             self._dispatcher.resend(new, task)
         return True
 
-    def __repr__(self) -> str:
-        return f"WorkerRecovery(epoch={self._epoch})"
-
 
 def recovery_for(
     pool: Any, epoch: int, waiter: Any, dispatcher: Any, releases: Any, options: Any, worker_streams: bool

@@ -37,7 +37,7 @@ class Releases:
 
     def collect(self) -> None:
         """Take the segments dropped since the last call from the receiver."""
-        retired = getattr(self._pool, "retired", ())
+        retired = self._pool.retired
         for worker_id, segment_ids in self._receiver.drain().items():
             if worker_id not in retired:  # a dead worker's segments went with it
                 self.pending.setdefault(worker_id, []).extend(segment_ids)

@@ -74,7 +74,7 @@ class Waiter:
         self._releases = releases
         self._overflow = overflow
         self._watched: dict[int, tuple[str, Handle | None]] = {}
-        retired = getattr(pool, "retired", ())
+        retired = pool.retired
         live = [worker for worker in pool.workers if worker.id not in retired]
         for worker in live:
             self._watched[worker.conn.fileno()] = ("message", worker)
@@ -147,7 +147,7 @@ class Waiter:
         """Watch for room the sockets of the workers whose messages wait to be written (the
         main process never blocks sending; see :class:`~dataloader._workers.wire.Wire`), and
         stop watching those whose messages are all written."""
-        retired = getattr(self._pool, "retired", ())
+        retired = self._pool.retired
         for worker in self._pool.workers:
             if worker.id in retired:
                 continue  # dead and replaced: what waited for it is moot

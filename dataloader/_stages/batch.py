@@ -73,7 +73,7 @@ class BatchMaker:
         # have changed it: no per-sample transform and the default collator.
         self._identity = type(self.transform) is PseudoTransform  # no transform stage to run
         self._takes_collated = self._identity and type(self.collator) is Collator
-        self._stages = Stages(self)
+        self._stages = Stages(self, transforms=not self._identity)
 
     def __call__(self, task: BatchTask) -> Any:
         if self.seed is None:
@@ -103,7 +103,7 @@ class BatchMaker:
     def _make(self, task: BatchTask) -> Any:
         start = perf_counter()
         stages = self._stages
-        stages.begin(task)
+        stages.begin()
         self.failures = ()
         samples = stages.fetch(task, start)
         if isinstance(samples, Collated):

@@ -90,8 +90,9 @@ def _read_key(dataset: Any, key: Any) -> Any:
 class Stages:
     """Fetch, transform and collate for one maker (whose ``stage`` it keeps up to date)."""
 
-    def __init__(self, maker: Any) -> None:
+    def __init__(self, maker: Any, transforms: bool) -> None:
         self._maker = maker
+        self._transforms = transforms  # a per-sample transform to run (not PseudoTransform)
         self._dataset = maker.dataset
         self._transform = maker.transform
         self._collator = maker.collator
@@ -105,7 +106,8 @@ class Stages:
         self.records: tuple[SampleFailure, ...] = ()
         self.vacant: tuple[int, ...] = ()  # places of a split batch's part left to fill (replace)
 
-    def begin(self, task: BatchTask) -> None:
+    def begin(self) -> None:
+        """A new batch: forget the last one's failures."""
         if self.pending:
             self.pending = []
             self.vacant = ()
@@ -143,7 +145,7 @@ class Stages:
         for position in range(count):
             killer = killers.get(keys[position] if keys is not None else position)
             if killer is None:
-                samples.append(self._one("fetch", task, position, keys, self._read_one))
+                samples.append(self._one("fetch", task, position, keys, lambda: self._read_one(task, position, keys)))
             else:  # never read again: it kills the process that reads it
                 self.pending.append((position, killer[0] if keys is not None else None, killer[1], _killed(killer)))
                 samples.append(_FAILED)
@@ -202,28 +204,33 @@ class Stages:
         keys = _keys(task)
         positions = places if places is not None else range(len(good))
         return [
-            self._one("transform", task, position, keys, lambda *_: _transform(self._transform, [sample])[0])
+            self._one("transform", task, position, keys, lambda: _transform(self._transform, [sample])[0])
             for position, sample in zip(positions, good)
         ]
 
     # -- failed samples ---------------------------------------------------------------------
 
     def _one(self, stage: str, task: BatchTask, position: int, keys: list | None, run: Any) -> Any:
-        """One sample through ``run``, with its own events; ``_FAILED`` (noted) if it raises."""
-        key = keys[position] if keys is not None else position
+        """The sample at ``position`` through ``run()``; ``_FAILED`` (noted) if it raises."""
+        sample, error = self._attempt(stage, task, keys[position] if keys is not None else position, run)
+        if error is not None:
+            self.pending.append((position, keys[position] if keys is not None else None, stage, error))
+        return sample
+
+    def _attempt(self, stage: str, task: BatchTask, key: Any, run: Any) -> tuple[Any, Exception | None]:
+        """``run()`` for one sample, with its own events: (the sample, None) or (_FAILED, the error)."""
         start = perf_counter()
         if self._hooks:
             self._fire_one("before", stage, task, key, start)
         try:
-            sample = run(task, position, keys)
+            sample = run()
         except Exception as error:
             if self._hooks:
                 self._fire_one("failed", stage, task, key, start, error)
-            self.pending.append((position, keys[position] if keys is not None else None, stage, error))
-            return _FAILED
+            return _FAILED, error
         if self._hooks:
             self._fire_one("after", stage, task, key, start)
-        return sample
+        return sample, None
 
     def _find_none(self, task: BatchTask, samples: list, stage: str, positions: Any) -> None:
         """A sample that is None failed too (the convention of PyTorch's custom-collate workaround)."""
@@ -271,31 +278,34 @@ class Stages:
         if length and task.indices is not None and all(type(key) is int for key in _keys(task) or ()):
             for attempt in range(SUBSTITUTE_DRAWS):
                 key = policy.substitute_key(task.epoch, task.index, position, attempt, length)
-                mark = len(self.pending)
-                sample = self._one("fetch", task, 0, [key], self._read_one_key)
-                if sample is not _FAILED and sample is not None and not self._identity():
-                    sample = self._one("transform", task, 0, [key], lambda *_: _transform(self._transform, [sample])[0])
-                if sample is _FAILED or sample is None:
-                    error = self.pending[mark][3] if len(self.pending) > mark else SampleError("the substitute is None")
-                    stage = self.pending[mark][2] if len(self.pending) > mark else "fetch"
-                    del self.pending[mark:]
-                    tried.append(policy.record(task, key, position, stage, error, "skipped"))
-                    continue
-                return sample, key
+                sample, error, stage = self._draw(task, key)
+                if error is None:
+                    return sample, key
+                tried.append(policy.record(task, key, position, stage, error, "skipped"))
         if good:
             stand_in = good[policy.stand_in(task.epoch, task.index, position, len(good))]
             keys = _keys(task)
             return samples[stand_in], keys[stand_in] if keys is not None else stand_in
         return _FAILED, None
 
-    def _read_one_key(self, task: BatchTask, position: int, keys: list) -> Any:
-        for killer in task.bad:
-            if killer[0] == keys[0]:
-                raise _killed(killer)
-        return _read_key(self._dataset, keys[0])
+    def _draw(self, task: BatchTask, key: int) -> tuple[Any, Exception | None, str]:
+        """The substitute at ``key``, fetched and transformed: (sample, None, "") or (_, error, stage)."""
+        sample, error = self._attempt("fetch", task, key, lambda: self._read_substitute(task, key))
+        if error is not None:
+            return sample, error, "fetch"
+        if sample is not None and self._transforms:
+            sample, error = self._attempt("transform", task, key, lambda: _transform(self._transform, [sample])[0])
+            if error is not None:
+                return sample, error, "transform"
+        if sample is None:
+            return sample, SampleError("the substitute is None"), "fetch"
+        return sample, None, ""
 
-    def _identity(self) -> bool:
-        return self._maker._identity
+    def _read_substitute(self, task: BatchTask, key: int) -> Any:
+        for killer in task.bad:
+            if killer[0] == key:
+                raise _killed(killer)
+        return _read_key(self._dataset, key)
 
     def _dataset_length(self) -> int | None:
         if self._length is False:

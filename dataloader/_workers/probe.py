@@ -18,6 +18,7 @@ import signal
 from dataclasses import replace
 from typing import Any
 
+from .._failure_book import SUBSTITUTE_DRAWS
 from .._local import mark_worker_process, set_worker_info
 from .._stages.batch import BatchMaker
 from .._stages.seeding import seed_all
@@ -71,7 +72,9 @@ def find_killers(context: Any, boot: WorkerBoot, task: BatchTask, worker: str, t
     """``task`` with every sample that kills the process reading it in ``bad``, or None when a
     probe finds no culprit (the worker died of something else: the OOM killer, a stray signal)."""
     found = False
-    limit = 1 + 9 * len(task.indices if task.indices is not None else task.jobs or task.samples or ())
+    # Each sample, and each of its substitutes under "replace", can be a culprit at most once.
+    samples = len(task.indices if task.indices is not None else task.jobs or task.samples or ())
+    limit = 1 + (1 + SUBSTITUTE_DRAWS) * samples
     for _ in range(limit):
         culprit = _probe(context, boot, task, timeout)
         if culprit is None:

@@ -129,6 +129,7 @@ class ThreadWorkerPool:
         self.broken = False
         self._pid = os.getpid()
         self.detached = False  # this process is a fork of the pool's: touch nothing shared
+        self.retired: set[int] = set()  # as the process pool's; a thread is never replaced
         watch(self)
 
     def _start(self, boot: WorkerBoot) -> ThreadHandle:
