@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from ._digest import qualified_name
 from ._validate import check_positive_int
 from .dataset import StreamDataset
 from .errors import ArgumentTypeError, ArgumentValueError
@@ -35,6 +36,16 @@ class CallableSource(StreamDataset):
 
     def __iter__(self) -> Iterator[Any]:
         raise TypeError("a CallableSource is read by the DataLoader a batch at a time, not iterated")
+
+    def order_fingerprint(self) -> dict[str, Any]:
+        """What decides the batches, for a loader's resume state: the function, its own
+        ``order_fingerprint()`` if it has one, and ``chunk_size``."""
+        own = getattr(self.data_source, "order_fingerprint", None)
+        return {
+            "data_source": qualified_name(self.data_source),
+            "chunk_size": self.chunk_size,
+            "own": None if own is None else own(),
+        }
 
     def check_batch_size(self, batch_size: int) -> None:
         """Raise unless ``chunk_size`` divides ``batch_size``."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from hashlib import blake2b
 from typing import Any, Callable
 
 import numpy as np
 
+from ._digest import digest
 from ._validate import check_bool
 from .dataset import Dataset
 from .errors import ArgumentTypeError, ArgumentValueError, ImageDecodeError
@@ -77,6 +79,7 @@ class ImageFolder(Dataset):
         # The predicate is used only here, so a lambda does not stop spawn workers pickling us.
         paths, offsets, labels = self._scan(check_valid_func or has_image_extension)
         self._paths, self._offsets, self.labels = paths, offsets, labels
+        self._fingerprint: dict[str, Any] | None = None
 
     def _scan(self, check_valid: Callable[[str], bool]) -> tuple[np.ndarray, ...]:
         encoded: list[bytes] = []
@@ -102,6 +105,20 @@ class ImageFolder(Dataset):
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def order_fingerprint(self) -> dict[str, Any]:
+        """Which file each index means, as plain values (names relative to ``root``, so the
+        same tree copied elsewhere matches): a loader's resume state refuses another tree."""
+        if self._fingerprint is None:
+            root = os.fsencode(self.root)
+            names = self._paths.tobytes().replace(root, b"")
+            lengths = (np.diff(self._offsets) - len(root)).tobytes()
+            self._fingerprint = {
+                "kind": type(self).__name__,
+                "classes": f"{len(self.classes)} classes, {digest(list(self.classes))}",
+                "files": f"{len(self)} files, {blake2b(names + lengths, digest_size=8).hexdigest()}",
+            }
+        return self._fingerprint
 
     def path(self, index: int) -> str:
         """The file of item ``index``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._exec.pipeline import Pipeline
@@ -168,7 +169,7 @@ class DataLoader:
         """
         return self._pipeline.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any], *, skip_ahead: bool = False) -> None:
+    def load_state_dict(self, state: dict[str, Any], *, skip_ahead: bool = False, allow_edited: bool = False) -> None:
         """Make the next ``iter(loader)`` yield exactly the batches the saving run would have
         yielded after ``state`` was taken, then carry on with the following epochs as it would.
 
@@ -177,9 +178,13 @@ class DataLoader:
         other settings that decide which batch is which may not (the error names the field).
         ``skip_ahead=True`` lets a stream without ``state_dict()``/``load_state_dict()`` (and a
         ``parallel_stream``) resume by re-reading the epoch and discarding what was handed out.
-        Call it before ``iter(loader)``; with an epoch's iterator open it is an error.
+        A state changed after it was made (its digest no longer matches) is refused unless
+        ``allow_edited=True``; its fields are checked either way. An epoch's iterator still open
+        is ended (its next ``next()`` says so); the next ``iter(loader)`` resumes.
         """
-        self._pipeline.load_state_dict(state, check_bool("skip_ahead", skip_ahead))
+        self._pipeline.load_state_dict(
+            state, check_bool("skip_ahead", skip_ahead), check_bool("allow_edited", allow_edited)
+        )
 
     def stats(self) -> Stats:
         """Timings of the latest epoch (see :class:`~dataloader.monitor.Stats`)."""
@@ -211,6 +216,7 @@ class DataLoader:
             "options": self.options,
             "epoch": self._pipeline.epoch,
             "resume": self._pipeline.pending_resume(),
+            "base_seed": self._pipeline.spec.base_seed,  # an unseeded copy seeds batches alike
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -220,6 +226,7 @@ class DataLoader:
             state["dataset"], state["sampler"], self._transform, state["collator"], self.options
         )
         self._pipeline.epoch = state["epoch"]
+        self._pipeline.spec = replace(self._pipeline.spec, base_seed=state.get("base_seed", self._pipeline.spec.base_seed))
         if state.get("resume") is not None:  # loaded and not yet run: the copy resumes there too
             self._pipeline.load_state_dict(*state["resume"])
 

@@ -5,9 +5,12 @@ rather than from global state or ``self``: inside a loader it is a
 ``numpy.random.Generator`` seeded from (loader seed, epoch, batch index) for
 the calling thread only, so augmentations are the same for any
 ``num_workers`` and worker type, and thread workers never share a stream.
+:func:`draw_seed` is where a loader or sampler built without a seed gets one.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -26,3 +29,13 @@ def batch_rng() -> np.random.Generator:
         return rng
     return np.random.default_rng(np.random.randint(0, 2**32, size=4, dtype=np.uint64))
 
+
+
+def draw_seed() -> int:
+    """A seed for a loader or sampler built without one, in ``[0, 2**63)``: from torch's generator
+    where the program imported torch (so ``torch.manual_seed`` fixes it, as in PyTorch), else from
+    ``numpy.random``'s global state (so ``np.random.seed`` does)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return int(torch.empty((), dtype=torch.int64).random_().item())
+    return int(np.random.randint(0, 2**63 - 1, dtype=np.int64))

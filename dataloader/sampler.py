@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 import sys
 from abc import ABC, abstractmethod
 from typing import Any, Iterator, Sequence, Sized
@@ -25,6 +24,7 @@ from ._validate import (
     check_positive_int,
 )
 from .errors import ArgumentTypeError, ArgumentValueError
+from .rng import draw_seed
 
 __all__ = [
     "Infinite",
@@ -66,6 +66,9 @@ class MapSampler(Sampler):
     ``indices[r::world_size]``. When ``world_size`` divides ``total`` the shards are disjoint and
     cover every index.
 
+    Length: ``len(dataset)`` is read at construction (a sampler the loader builds from its
+    ``batch_size``/``shuffle``/``drop_last``, or its default one, re-reads it at each epoch).
+
     Epochs: each ``iter()`` uses the current ``epoch`` and then advances it by one;
     :meth:`set_epoch` chooses the next one. ``seed=None`` draws a random seed (kept in ``seed``)
     when ``world_size == 1`` and uses 0 otherwise, so that all ranks agree on the order.
@@ -95,6 +98,14 @@ class MapSampler(Sampler):
         self.samples_per_rank = -(-self.num_samples // self.world_size)
         self.epoch = 0
 
+    _follows = False  # set by follow_dataset(): the length is re-read from the dataset
+
+    def _follow(self) -> None:
+        """A sampler the loader built (:func:`follow_dataset`) takes the dataset's length now."""
+        if self._follows:
+            self.num_samples = _dataset_len(self.dataset)
+            self.samples_per_rank = -(-self.num_samples // self.world_size)
+
     def sample(self) -> Sequence[int] | np.ndarray:
         """Return every index of the current epoch, before sharding (override point)."""
         raise NotImplementedError(f"{type(self).__name__} must override `sample()`.")
@@ -121,12 +132,14 @@ class MapSampler(Sampler):
 
     def _order(self, start: int) -> np.ndarray:
         """This epoch's indices from batch ``start`` on; advances ``epoch`` by one."""
+        self._follow()
         indices = self.scatter(np.asarray(self.sample(), dtype=np.int64))
         self.epoch += 1
         return indices[start * self.batch_size :]
 
     def state_dict(self) -> dict[str, Any]:
         """The next epoch and what fixes its order, as plain values (for a loader's state)."""
+        self._follow()
         return {
             "sampler": type(self).__name__,
             "epoch": self.epoch,
@@ -162,6 +175,7 @@ class MapSampler(Sampler):
         return self.batch()
 
     def __len__(self) -> int:
+        self._follow()
         if self.drop_last:
             return self.samples_per_rank // self.batch_size
         return -(-self.samples_per_rank // self.batch_size)
@@ -326,13 +340,16 @@ class Infinite(Sampler):
 
 
 class StreamSampler(Sampler):
-    """The sampler of a stream dataset: only its ``batch_size`` matters to the loader.
+    """The sampler of a stream dataset: only its ``batch_size`` and ``drop_last`` matter.
 
-    Iterating yields ``list(range(batch_size))`` forever; ``len()`` raises ``TypeError``.
+    ``drop_last=True`` drops the stream's last batch when it is short (each worker's, where each
+    reads its own shard with ``parallel_stream=True``), as PyTorch does. Iterating yields
+    ``list(range(batch_size))`` forever; ``len()`` raises ``TypeError``.
     """
 
-    def __init__(self, batch_size: int = 1) -> None:
+    def __init__(self, batch_size: int = 1, drop_last: bool = False) -> None:
         self.batch_size = check_positive_int("batch_size", batch_size)
+        self.drop_last = check_bool("drop_last", drop_last)
 
     def __iter__(self) -> StreamSampler:
         return self
@@ -342,6 +359,15 @@ class StreamSampler(Sampler):
 
     def __len__(self) -> int:
         raise TypeError("StreamSampler has no length: a stream's length is unknown.")
+
+
+def follow_dataset(sampler: MapSampler) -> MapSampler:
+    """``sampler``, which the loader built over its whole dataset, made to re-read
+    ``len(dataset)`` as each epoch begins, in ``len()`` and in ``state_dict()``, as PyTorch's
+    loader does: a dataset that grew or shrank between epochs is read whole. A sampler the user
+    built keeps the length it was built with (its documented contract)."""
+    sampler._follows = True
+    return sampler
 
 
 def yields_valid_indices(sampler: Any) -> bool:
@@ -480,5 +506,6 @@ def _env_int(var: str, default: int) -> int:
 
 
 def _default_seed(world_size: int) -> int:
-    """A random seed for one process; 0 when ranks must agree without an explicit seed."""
-    return secrets.randbits(64) if world_size == 1 else 0
+    """A seed drawn for one process (:func:`~dataloader.rng.draw_seed`: ``torch.manual_seed`` or
+    ``np.random.seed`` fix it); 0 when ranks must agree without an explicit seed."""
+    return draw_seed() if world_size == 1 else 0

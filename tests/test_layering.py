@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dataloader"
 
 # Bottom to top; each entry is a top-level module or package of dataloader/.
 LAYERS = [
-    {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local"},
+    {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local", "_digest"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
      "image_folder", "callable_source", "columnar", "_options", "hooks"},
     {"_stages", "_transport", "raydata"},

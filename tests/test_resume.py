@@ -297,7 +297,7 @@ def test_save_and_restore_anywhere_gives_the_uninterrupted_run(case, first, seco
     saving.close()
     if carry_on:  # taking a state changed nothing
         _assert_same_run(before, expected, case["in_order"] or not first["workers"])
-    assert state is not None and state["format"] == "dataloader.state/1"
+    assert state is not None and state["format"] == "dataloader.state/2"
     before = before[:done]
 
     # Second save in the restored run, right after the restore (point 0) or anywhere later.
@@ -452,16 +452,18 @@ def test_loader_epoch_counts_epochs_and_is_read_only():
         loader.epoch = 2
 
 
-def test_load_state_dict_with_an_iterator_open_is_an_error():
+def test_load_state_dict_with_an_iterator_open_ends_it_and_the_next_iter_resumes():
+    """As torchdata's StatefulDataLoader: the open epoch is superseded (its next ``next()`` says
+    by what) and the next ``iter(loader)`` runs the loaded state."""
     loader = _map_loader()
-    _, state = _take(_map_loader(), 2)
+    head, state = _take(_map_loader(), 2)
     batches = iter(loader)
     next(batches)
-    with pytest.raises(RuntimeError, match="iterator is open"):
-        loader.load_state_dict(state)
-    batches.close()
-    loader.load_state_dict(state)  # closed: now it may
+    loader.load_state_dict(state)
+    with pytest.raises(dataloader.DataLoaderError, match=r"ended by loader\.load_state_dict\(\)"):
+        next(batches)
     assert loader.epoch == 0
+    assert head + [_values(b) for b in loader] == [_values(b) for b in _map_loader()]
 
 
 def test_set_epoch_against_the_loaded_state_is_an_error_naming_loader_epoch():
@@ -554,7 +556,7 @@ def test_a_sampler_with_another_seed_is_refused_before_any_batch():
 @pytest.mark.parametrize("state, error, words", [
     ([1, 2], ArgumentTypeError, "must be the dict"),
     ({"epoch": 0}, ArgumentValueError, "format None"),
-    ({"format": "dataloader.state/0"}, ArgumentValueError, "dataloader.state/1"),
+    ({"format": "dataloader.state/0"}, ArgumentValueError, "dataloader.state/2"),
 ])
 def test_what_is_not_a_state_is_refused(state, error, words):
     with pytest.raises(error, match=words):
@@ -878,24 +880,25 @@ def test_a_callable_source_with_state_dict_is_restored_not_called_again(epoch_si
     assert source.calls == 1  # the three batches handed out are not made again
 
 
-def test_a_state_after_an_epoch_was_left_early_says_the_rest_of_it_is_not_in_it():
-    """A ``break`` drops the epoch's iterator: a state taken after it resumes at the next epoch's
-    start (what the loader's next iter() does), and a ResumeWarning says the rest is not in it.
-    Taken inside the loop, or after an epoch that ran out, there is nothing to warn about."""
+def test_a_state_after_a_break_resumes_the_rest_of_the_interrupted_epoch():
+    """A ``break`` drops the epoch's iterator; a state taken after it still describes where the
+    user stopped (as torchdata's does), while the loader's own next iter() runs the next epoch.
+    After an epoch that ran out, the state is the next epoch's start, with no warning."""
     loader = _map_loader()
     for count, _ in enumerate(loader, 1):
         if count == 3:
-            inside = loader.state_dict()  # in the loop: the place to take it before leaving
+            inside = loader.state_dict()
             break
-    with pytest.warns(dataloader.ResumeWarning, match=r"epoch 0 was closed after 3 of its 10 batches") as caught:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         after = loader.state_dict()
-    assert caught[0].filename == __file__  # shown at the caller's line
-    assert (inside["epoch"], inside["low"]) == (0, 3) and (after["epoch"], after["low"]) == (1, 0)
+    assert after == inside and (after["epoch"], after["low"]) == (0, 3)
     rest = _map_loader()
-    rest.load_state_dict(inside)
-    assert len([batch for batch in rest]) == 7  # the rest of epoch 0 is in the state taken inside
-    for _ in loader:
+    rest.load_state_dict(after)
+    assert len([batch for batch in rest]) == 7  # the rest of epoch 0
+    assert loader.epoch == 1
+    for _ in loader:  # the loader itself goes on with epoch 1
         pass
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert loader.state_dict()["epoch"] == 2  # an epoch that ran out: no warning
+        assert loader.state_dict()["epoch"] == 2

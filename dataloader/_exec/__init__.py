@@ -10,4 +10,7 @@
   each: ``dispatch``, ``releases``, ``waiting``, ``inbox``, ``overflow``,
   ``timeout_report``, ``sender``.
 - ``iterator``: :class:`LoaderIterator`, what ``iter(loader)`` returns.
+- ``checkpoint``: a loader's state (``state_dict``/``load_state_dict``): its format, the
+  configuration and fingerprints it fits, its digest; ``state_fields`` checks its position's
+  fields one by one and against each other.
 """

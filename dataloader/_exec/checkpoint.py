@@ -10,16 +10,21 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .._digest import canonical, digest
 from .._stages.position import Resume
-from .._stages.source import Source
+from .._stages.source import Source, known_length
 from ..errors import ArgumentTypeError, ArgumentValueError
+from .state_fields import checked_position, field_int
 
-FORMAT = "dataloader.state/1"
+FORMAT = "dataloader.state/2"
+_OLDER = ("dataloader.state/1",)
 
 # Why a field must match, added to the error that names it.
 _WHY = {
     "source": "the state of one kind of dataset or reader cannot place another",
     "length": "batch indices mean other samples in a dataset of another length",
+    "dataset": "batch indices mean other rows in other files",
+    "stream": "the stream would read other rows, or the same rows in another order",
     "batch_size": "batch indices count batches of the saved size",
     "drop_last": "the number of batches per epoch depends on it",
     "seed": "the seed fixes the order and every random transform",
@@ -35,10 +40,12 @@ def loader_config(spec: Any, source: Source) -> dict[str, Any]:
     """What a state fits: the settings that decide which batch is which."""
     sampler, dataset, options = spec.sampler, spec.dataset, spec.options
     world = sampler if hasattr(sampler, "world_size") else dataset
-    own = source.order_fields(dataset, options)
+    own = copy.deepcopy(source.order_fields(dataset, options))  # a state's, not the dataset's
     return {
         "source": type(source.reader).__name__,
         "length": own.get("length"),
+        "dataset": own.get("dataset"),
+        "stream": own.get("stream"),
         "batch_size": getattr(sampler, "batch_size", None),
         "drop_last": getattr(sampler, "drop_last", None),
         "seed": options.seed,
@@ -59,52 +66,103 @@ def fresh_position(epoch: int, source: Source) -> dict[str, Any]:
         "partial": [],
         "count": 0,
         "workers": {},
+        "last_worker": -1,
         "source": source.resume_point(epoch, 0, begun=False),
     }
 
 
 def make_state(position: dict[str, Any], spec: Any, source: Source) -> dict[str, Any]:
-    """The whole state: the format, the position, the configuration, a map dataset's own state."""
+    """The whole state: the format, the position, the configuration, a map dataset's own state,
+    the seed drawn for an unseeded loader, and a digest of it all."""
     state = {"format": FORMAT, **position, "config": loader_config(spec, source)}
+    state["source"] = copy.deepcopy(state["source"])  # the source's own record stays its own
+    if spec.options.seed is None:  # batches are seeded from a drawn seed: a resume needs it
+        state["base_seed"] = spec.base_seed
     dataset_state = getattr(spec.dataset, "state_dict", None)
     if dataset_state is not None and source.reader.holds_dataset_state:
-        state["dataset"] = dataset_state()
+        state["dataset"] = copy.deepcopy(dataset_state())
+    state["digest"] = digest(state)
     return state
 
 
-def read_state(state: Any, spec: Any, source: Source, skip_ahead: bool) -> Resume:
+def read_state(state: Any, spec: Any, source: Source, skip_ahead: bool, allow_edited: bool = False) -> Resume:
     """Check ``state`` against this loader and return where it resumes; a clear error for a
-    state of another format or configuration, or one the source cannot restore."""
+    state of another format or configuration, an edited or corrupted one, or one the source
+    cannot restore."""
     if not isinstance(state, dict):
         raise ArgumentTypeError(
             f"`state` must be the dict DataLoader.state_dict() returned; got {type(state).__name__}."
         )
     if state.get("format") != FORMAT:
+        older = " (a state of an older version of dataloader: resume at an epoch boundary instead, with set_epoch())" if state.get("format") in _OLDER else ""
         raise ArgumentValueError(
-            f"`state` has format {state.get('format')!r}; this loader reads {FORMAT!r}. Pass the "
+            f"`state` has format {state.get('format')!r}; this loader reads {FORMAT!r}{older}. Pass the "
             "dict DataLoader.state_dict() returned (as saved, e.g. by torch.save or json.dumps)."
         )
-    mine = loader_config(spec, source)
-    saved = state.get("config", {})
-    for name, value in mine.items():
-        if saved.get(name) != value:
-            raise ArgumentValueError(
-                f"the state was saved by a loader with {name}={saved.get(name)!r}; this loader has "
-                f"{name}={value!r} ({_WHY[name]}). Build the loader as the one that saved the "
-                "state, or start it afresh without load_state_dict()."
-            )
+    if not allow_edited:
+        _check_digest(state)
+    _check_config(state.get("config"), loader_config(spec, source))
+    epoch = field_int(state, "epoch")
+    fields = checked_position(state, source, known_length(source), spec.options.repeats)
     by_worker = source.resumes_by_worker
     if by_worker:  # task numbers mean nothing here: counts (and order) per worker do
-        state = {**state, "low": 0, "above": []}
+        fields.update(low=0, above=[])
     resume = Resume(
-        low=int(state["low"]),
-        above=frozenset(int(index) for index in state["above"]),
-        partial=tuple((int(key), int(done), int(worker)) for key, done, worker in state["partial"]),
+        low=fields["low"],
+        above=frozenset(fields["above"]),
+        partial=tuple(fields["partial"]),
         partial_by_worker=by_worker,
-        count=int(state["count"]),
-        workers={int(worker): int(n) for worker, n in state["workers"].items()},
+        count=fields["count"],
+        workers=fields["workers"],
+        last_worker=fields["last_worker"],
         token=copy.deepcopy(state["source"]),
         skip_ahead=skip_ahead,
     )
-    source.check_resume(resume.token, skip_ahead)
+    source.check_resume(resume.token, skip_ahead, epoch)
     return resume
+
+
+def saved_base_seed(state: dict, spec: Any) -> int | None:
+    """The seed an unseeded loader drew for its batches, from ``state`` (checked by
+    :func:`read_state`); None when the loader has a seed of its own."""
+    if spec.options.seed is not None:
+        return None
+    return field_int(state, "base_seed", 0, 2**64 - 1)
+
+
+def _check_digest(state: dict) -> None:
+    """Refuse a state whose contents no longer match the digest made with them."""
+    body = {key: value for key, value in state.items() if key != "digest"}
+    if state.get("digest") != digest(body):
+        raise ArgumentValueError(
+            "the state's digest does not match its contents: it was changed after "
+            "DataLoader.state_dict() made it (edited by hand, or corrupted in storage). Load the "
+            "state as saved; to load an edited state on purpose, pass "
+            "load_state_dict(state, allow_edited=True) (its fields are still checked)."
+        )
+
+
+def _check_config(saved: Any, mine: dict[str, Any]) -> None:
+    """Every setting that decides which batch is which must match; the error names the field
+    (a dataset's or stream's own field as ``stream.seed``, say)."""
+    if not isinstance(saved, dict):
+        raise ArgumentTypeError(f"the state's config must be a dict; got {type(saved).__name__}.")
+    for name, value in mine.items():
+        theirs = saved.get(name)
+        if canonical(theirs) == canonical(value):
+            continue
+        field, theirs, value = _differing(name, theirs, value)
+        raise ArgumentValueError(
+            f"the state was saved by a loader with {field}={theirs!r}; this loader has "
+            f"{field}={value!r} ({_WHY[name]}). Build the loader as the one that saved the "
+            "state, or start it afresh without load_state_dict()."
+        )
+
+
+def _differing(name: str, theirs: Any, mine: Any) -> tuple[str, Any, Any]:
+    """The first field of ``name`` that differs: itself, or one of its keys when both are dicts."""
+    if isinstance(theirs, dict) and isinstance(mine, dict):
+        for key in sorted(set(theirs) | set(mine), key=str):
+            if canonical(theirs.get(key)) != canonical(mine.get(key)):
+                return f"{name}.{key}", theirs.get(key), mine.get(key)
+    return name, theirs, mine

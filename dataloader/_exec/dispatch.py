@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from .._stages.task import BatchTask
 from .._workers.messages import RunTask, RunTasks
@@ -28,6 +28,9 @@ class Dispatcher:
     When workers read their own stream shards, a worker whose stream has ended gets no more
     tasks, and the epoch ends when every worker's has; in a resumed epoch, each one's first task
     says how many batches of its shard to drop first (``skips``).
+    ``rotate`` (worker streams read in order): tasks go one to a message to the open workers in
+    turn, whatever their load, so each run interleaves the shards alike; the turn starts after
+    ``last_worker`` (the worker whose batch a resumed state handed out last; -1: none).
     """
 
     def __init__(
@@ -39,6 +42,8 @@ class Dispatcher:
         send: Callable[[Handle, Any], None],
         skips: dict[int, int] | None = None,
         group: GroupSize | None = None,
+        rotate: bool = False,
+        last_worker: int = -1,
     ) -> None:
         self._workers = pool.workers
         self._tasks = tasks
@@ -50,7 +55,10 @@ class Dispatcher:
         self._ended: set[int] = set()  # workers whose own stream has ended
         self.retired = pool.retired  # dead workers, replaced
         self._skips = dict(skips or {})  # worker id -> batches of its shard to drop first
-        self.group = group or GroupSize(1)
+        # A group of tasks to one worker would break the interleave: rotation sends them singly.
+        self.group = GroupSize(1) if rotate else group or GroupSize(1)
+        self._rotate = rotate
+        self._turn = _after(pool.workers, last_worker)  # rotate: position of the next worker in turn
         self.exhausted = False  # no task left to send
         self.in_flight = 0  # sent this epoch, not yet answered
         self.ready = 0  # answered, not yet handed out
@@ -66,13 +74,14 @@ class Dispatcher:
             size = self.group.size
             if self.in_flight + self.ready + size > self._limit * size:
                 break
-            worker = self._least_busy(size)
+            worker = self._in_turn() if self._rotate else self._least_busy(size)
             if worker is None:
                 break
             tasks = self._next_tasks(size)
             if not tasks:
                 self.exhausted = True
                 break
+            self._turn += 1
             if self._skips:
                 tasks[0] = replace(tasks[0], skip=self._skips.pop(worker.id, 0))
             released = self._releases.take(worker.id)
@@ -118,7 +127,7 @@ class Dispatcher:
         Ties go to a rotating start, so that work spreads evenly."""
         start = next(self._rotation) % len(self._workers)
         workers = self._workers[start:] + self._workers[:start]
-        open_ = [w for w in workers if w.id not in self._ended and w.id not in self.retired]
+        open_ = [w for w in workers if self._is_open(w)]
         if not open_:
             self.exhausted = True
             return None
@@ -127,9 +136,31 @@ class Dispatcher:
         best = min(open_, key=lambda w: (len(w.outstanding), w.id not in released))
         return best if len(best.outstanding) + size <= self._per_worker * size else None
 
+    def _in_turn(self) -> Handle | None:
+        """The next open worker in the rotation if it has room; None while it has none (the
+        task waits for it: passing it over would change the interleave)."""
+        count = len(self._workers)
+        for step in range(count):
+            worker = self._workers[(self._turn + step) % count]
+            if self._is_open(worker):
+                self._turn = (self._turn + step) % count  # closed workers stay closed: skip them for good
+                return worker if len(worker.outstanding) < self._per_worker else None
+        self.exhausted = True
+        return None
+
+    def _is_open(self, worker: Handle) -> bool:
+        """Neither replaced nor known to have ended its stream."""
+        return worker.id not in self._ended and worker.id not in self.retired
+
     def _next_tasks(self, size: int) -> list[BatchTask]:
         """Up to ``size`` tasks; fewer only at the end of the epoch."""
         tasks = list(itertools.islice(self._tasks, size))
         if len(tasks) < size:
             self.exhausted = True
         return tasks
+
+
+def _after(workers: Sequence[Handle], worker_id: int) -> int:
+    """The position in ``workers`` of the one after worker ``worker_id`` (0 when none has that id)."""
+    ids = [worker.id for worker in workers]
+    return (ids.index(worker_id) + 1) % len(ids) if worker_id in ids else 0

@@ -4,7 +4,7 @@ A ``next()`` never ends without saying why. The epoch's own end is ``StopIterati
 ended by someone else is a :class:`~dataloader.DataLoaderError` that says who: another thread
 that called ``close()`` while ``next()`` waited (that call only), or the loader, when a newer
 ``iter(loader)`` or ``loader.close()`` took away the persistent workers or the fixed-size feed
-the epoch ran on (every later call too).
+the epoch ran on, or ``load_state_dict()`` moved the loader elsewhere (every later call too).
 """
 
 from __future__ import annotations
@@ -109,8 +109,9 @@ class LoaderIterator(Stage):
 
     def end(self, reason: str, shared: str, newer: int | None = None) -> None:
         """End this epoch because the loader takes away the ``shared`` things it runs on
-        (``reason``: "superseded" by epoch ``newer``, or "closed" by ``loader.close()``); every
-        later ``next()`` raises a :class:`DataLoaderError` that says so."""
+        (``reason``: "superseded" by epoch ``newer``, "closed" by ``loader.close()``, or
+        "replaced" by ``loader.load_state_dict()``); every later ``next()`` raises a
+        :class:`DataLoaderError` that says so."""
         self._close((reason, shared, newer))
 
     def _close(
@@ -156,6 +157,11 @@ class LoaderIterator(Stage):
         if self._ended_by is None:
             return
         reason, shared, newer = self._ended_by
+        if reason == "replaced":
+            raise DataLoaderError(
+                f"epoch {self.epoch}'s iterator was ended by loader.load_state_dict(), which moved the "
+                "loader to the state's position; call iter(loader) to run on from there."
+            ) from cause
         if reason == "superseded":
             raise DataLoaderError(
                 f"epoch {self.epoch}'s iterator was superseded by a newer iter(loader) (epoch "

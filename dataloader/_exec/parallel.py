@@ -1,7 +1,8 @@
 """Parallel execution: batch makers in workers, results handed out in task order.
 
 The executor composes one part per job: the :class:`Dispatcher` sends tasks to the least
-busy workers within the prefetch limits (``dispatch.py``), :class:`Releases` carries the
+busy workers (workers reading their own stream shards in order: to each in turn) within the
+prefetch limits (``dispatch.py``), :class:`Releases` carries the
 segments of dropped batches back to their workers (``releases.py``), the :class:`Waiter`
 blocks on every worker's socket and exit and the wake-up pipe at once (``waiting.py``), the
 :class:`Inbox` handles what workers send (``inbox.py``), :class:`OverflowGrants` lets a
@@ -77,9 +78,12 @@ class ParallelExecutor(Stage):
         # reference), so the epoch and the batches it holds go as soon as it is dropped.
         sender = Sender(pool)
         self._releases = Releases(pool, sender.send)
+        # Worker streams read in order take tasks in turn, so the shards interleave alike in every run.
+        rotate = worker_streams and options.in_order
         self._dispatcher = Dispatcher(
             pool, tasks, options.messages_ahead, self._releases, sender.send,
             resume.workers if resume else None, GroupSize(options.fixed_group),
+            rotate, resume.last_worker if resume else -1,
         )
         inbox = Inbox(pool.receiver, epoch, self._reorder, self._dispatcher, self._releases, self._recorder)
         self._waiter = Waiter(pool, inbox, self._releases, OverflowGrants(pool.workers, sender.send))

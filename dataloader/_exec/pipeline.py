@@ -17,8 +17,8 @@ workers or a fixed-size feed run one at a time: a newer one ends the open one.
 from __future__ import annotations
 
 import copy
-import random
 import weakref
+from dataclasses import replace
 from typing import Any
 
 from .._device.adapters import resolve_adapter
@@ -35,8 +35,9 @@ from .._validate import warn_argument
 from ..errors import ArgumentValueError, ResumeWarning
 from .._failure_book import FailureBook
 from ..monitor import MonitorSettings, Recorder, Stats
+from ..rng import draw_seed
 from ..transform._base import split_batch_transforms
-from .checkpoint import fresh_position, make_state, read_state
+from .checkpoint import fresh_position, make_state, read_state, saved_base_seed
 from .iterator import LoaderIterator
 from .parallel import ParallelExecutor
 from .pool_start import start_pool
@@ -60,7 +61,7 @@ class Pipeline:
             transform=sample_transform,
             collator=collator,
             options=options,
-            base_seed=options.seed if options.seed is not None else random.SystemRandom().getrandbits(63),
+            base_seed=options.seed if options.seed is not None else draw_seed(),
             adapter=resolve_adapter(options.device, options.framework, options.pin_memory),
             batch_transforms=batch_transforms,
         )
@@ -68,18 +69,23 @@ class Pipeline:
         self.epoch = 0
         self._pool: Any = None  # persistent workers, when they outlive an epoch
         self._last_iterator: Any = None
+        self._open: weakref.WeakSet[LoaderIterator] = weakref.WeakSet()  # epochs not closed yet
         self._last_recorder: Recorder | None = None  # outlives its iterator: stats() after the epoch
         self._resume: Resume | None = None  # where the next epoch starts, from load_state_dict()
         self._resume_state: dict | None = None  # the state it came from, for state_dict() until then
-        # The latest epoch, when it was closed before its end: (epoch, batches handed out, length).
-        self._left_early: tuple[int, int, int | None] | None = None
+        self._allow_edited = False  # how it was loaded (a pickled copy loads it the same way)
+        # Where the latest epoch stood when it was closed before its end (a break, an error).
+        self._left_early: dict | None = None
 
     def open_epoch(self) -> LoaderIterator:
         """The iterator of the next epoch (ending the open one, if they would share workers or a feed)."""
-        epoch, self.epoch = self.epoch, self.epoch + 1
-        self._end_open_epoch("superseded", epoch)
+        epoch = self.epoch
+        self._end_open_epoch("superseded", epoch)  # first: where a shared feed was left is noted
+        self.epoch = epoch + 1
         resume, self._resume, self._resume_state = self._resume, None, None
-        self._left_early = None
+        left, self._left_early = self._left_early, None
+        if resume is None and left is not None and not (left["above"] or left["partial"]):
+            self.source.rewind(left["source"])  # a feed that outlives epochs: not past what was read ahead
         options = self.spec.options
         settings = MonitorSettings.from_env()
         settings.make_visible()
@@ -97,6 +103,7 @@ class Pipeline:
         length = self.length() if resume is None else position.remaining()
         iterator = LoaderIterator(stages, length, position, recorder, buffer, epoch, _closed_watch(self))
         self._last_iterator = weakref.ref(iterator)
+        self._open.add(iterator)
         self._last_recorder = recorder
         return iterator
 
@@ -106,30 +113,31 @@ class Pipeline:
             return copy.deepcopy(self._resume_state)
         current = self.current_iterator()
         if current is not None and not current.closed:
+            _warn_older_open(current, self._open)
             position = current.position.snapshot()
+        elif self._left_early is not None:  # a break: the rest of that epoch is what resumes
+            position = self._left_early
         else:
-            if self._left_early is not None:
-                _warn_left_early(*self._left_early)
             position = fresh_position(self.epoch, self.source)
         return make_state(position, self.spec, self.source)
 
     def epoch_closed(self, iterator: LoaderIterator, ran_out: bool) -> None:
-        """The latest epoch's iterator closed: note whether it was left before its end."""
+        """An epoch's iterator closed; if it is the latest one and was left before its end,
+        note where it stood: a state taken now resumes there."""
+        self._open.discard(iterator)
         if iterator.epoch + 1 != self.epoch or self._resume is not None:
             return  # superseded by a newer epoch, or a state was loaded since
-        left = None if ran_out else (iterator.epoch, iterator.position.handed_out_count(), iterator.position.length)
-        self._left_early = left
+        self._left_early = None if ran_out else iterator.position.snapshot()
 
-    def load_state_dict(self, state: dict, skip_ahead: bool = False) -> None:
-        """Make the next epoch start where ``state`` was taken (see ``DataLoader.load_state_dict``)."""
-        current = self.current_iterator()
-        if current is not None and not current.closed:
-            raise RuntimeError(
-                f"load_state_dict() was called while epoch {current.epoch}'s iterator is open; a "
-                "state replaces where the loader stands, which that epoch would contradict. Close "
-                "the iterator (or finish it) first, or load the state before the first iter(loader)."
-            )
-        resume = read_state(state, self.spec, self.source, skip_ahead)
+    def load_state_dict(self, state: dict, skip_ahead: bool = False, allow_edited: bool = False) -> None:
+        """Make the next epoch start where ``state`` was taken (see ``DataLoader.load_state_dict``);
+        an epoch still open is ended (its next ``next()`` says why)."""
+        resume = read_state(state, self.spec, self.source, skip_ahead, allow_edited)
+        base_seed = saved_base_seed(state, self.spec)
+        for iterator in list(self._open):
+            iterator.end("replaced", "position")
+        if base_seed is not None:  # an unseeded loader's batches: seeded as the saving run's were
+            self.spec = replace(self.spec, base_seed=base_seed)
         if "dataset" in state:
             self.spec.dataset.load_state_dict(state["dataset"])
         pool, self._pool = self._pool, None
@@ -139,12 +147,13 @@ class Pipeline:
         self.epoch = int(state["epoch"])
         self._resume, self._resume_state = resume, copy.deepcopy(state)
         self._left_early = None
+        self._allow_edited = allow_edited
 
-    def pending_resume(self) -> tuple[dict, bool] | None:
-        """The state loaded and not yet run, with its ``skip_ahead``, or None."""
+    def pending_resume(self) -> tuple[dict, bool, bool] | None:
+        """The state loaded and not yet run, with its ``skip_ahead`` and ``allow_edited``, or None."""
         if self._resume is None or self._resume_state is None:
             return None
-        return copy.deepcopy(self._resume_state), self._resume.skip_ahead
+        return copy.deepcopy(self._resume_state), self._resume.skip_ahead, self._allow_edited
 
     def set_epoch(self, epoch: int) -> bool:
         """Make the next epoch ``epoch``; True if the sampler should be told too. A loaded state
@@ -220,7 +229,7 @@ class Pipeline:
             tasks = timed_reads(tasks, recorder.read)
         if options.num_workers == 0:
             maker = BatchMaker(
-                spec.dataset, spec.transform, spec.collator, options.seed, restore_random_state=True,
+                spec.dataset, spec.transform, spec.collator, spec.base_seed, restore_random_state=True,
                 policy=spec.error_policy(), hooks=options.hooks,
             )
             return SerialExecutor(tasks, maker, recorder, owner=self)
@@ -284,13 +293,16 @@ def _closed_watch(pipeline: Pipeline) -> Any:
     return closed
 
 
-def _warn_left_early(epoch: int, handed: int, length: int | None) -> None:
-    """Say that a state taken after an epoch was left early does not hold the rest of it."""
-    of = f" of its {length}" if length is not None else ""
+def _warn_older_open(current: LoaderIterator, open_: Any) -> None:
+    """Say that a state of the latest epoch leaves out an older one still open beside it."""
+    older = sorted(iterator.epoch for iterator in list(open_) if iterator is not current and not iterator.closed)
+    if not older:
+        return
+    epochs = ", ".join(str(epoch) for epoch in older)
     warn_argument(
-        f"epoch {epoch} was closed after {handed}{of} batches, before its end; this state resumes "
-        f"at the start of epoch {epoch + 1}, as the loader's next iter() would, without the rest "
-        f"of epoch {epoch}. To resume inside epoch {epoch}, take the state in the loop, before "
-        "leaving it (or before the iterator is closed).",
+        f"this state describes epoch {current.epoch} only, but the iterator of epoch {epochs} is "
+        f"open beside it (iter(loader) was called again before it ended); a resume would not "
+        f"make the rest of epoch {epochs}. Finish or close one epoch before starting the next "
+        "(with iter(loader)), or keep one state per epoch yourself.",
         ResumeWarning,
     )

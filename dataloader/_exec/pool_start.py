@@ -43,7 +43,6 @@ def start_pool(spec: PipelineSpec, source: Source) -> WorkerPool | ThreadWorkerP
             stream_batch_size=source.worker_batch_size,
             close_fds=(),
             restart_stream=source.worker_restart,
-            seed_each_batch=options.seed is not None,
             policy=spec.error_policy(),
             hooks=options.hooks,
         )

@@ -75,10 +75,12 @@ class BatchMaker:
         self._takes_collated = self._identity and type(self.collator) is Collator
         self._stages = Stages(self, transforms=not self._identity)
 
-    def __call__(self, task: BatchTask) -> Any:
+    def __call__(self, task: BatchTask, seed_index: int | None = None) -> Any:
+        """``task``'s batch, its random state seeded from (seed, epoch, ``seed_index`` or the
+        task's index)."""
         if self.seed is None:
             return self._make(task)
-        seed = batch_seed(self.seed, task.epoch, task.index)
+        seed = batch_seed(self.seed, task.epoch, task.index if seed_index is None else seed_index)
         with using_batch_rng(seed):
             if not self.seed_globals:
                 return self._make(task)
@@ -88,10 +90,12 @@ class BatchMaker:
             seed_all(seed)
             return self._make(task)
 
-    def make_read(self, task: BatchTask, samples: list, started: float) -> Any:
+    def make_read(self, task: BatchTask, samples: list, started: float, seed_index: int) -> Any:
         """``task``'s batch from ``samples`` read elsewhere (a worker's own stream shard) since
-        ``started``, a ``perf_counter`` time: the reading counts as the fetch stage."""
-        batch = self(BatchTask(task.epoch, task.index, samples=samples))
+        ``started``, a ``perf_counter`` time: the reading counts as the fetch stage. Seeded by
+        ``seed_index``: where the batch stands in the shards, which, unlike the task's index,
+        is the same in every run and in a resumed one."""
+        batch = self(BatchTask(task.epoch, task.index, samples=samples), seed_index)
         self.timings = self.timings._replace(start=started)
         return batch
 

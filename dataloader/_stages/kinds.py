@@ -9,20 +9,22 @@ from typing import Any
 from .._validate import check_bool, check_len, check_not_a_class, check_positive_int
 from ..dataset import StreamDataset
 from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
-from ..sampler import RandomSampler, SequentialSampler, StreamSampler
+from ..sampler import RandomSampler, SequentialSampler, StreamSampler, follow_dataset
 
 
 def is_stream(dataset: Any) -> bool:
     """True for a stream, False for a map dataset, else a clear error.
 
-    A :class:`~dataloader.StreamDataset` is a stream; so is any other object with ``__iter__``
-    but not both ``__getitem__`` and ``__len__`` (a ``torch.utils.data.IterableDataset``,
-    say), as PyTorch takes it.
+    A :class:`~dataloader.StreamDataset` is a stream, and so is a
+    ``torch.utils.data.IterableDataset`` whatever else it defines (PyTorch's own rule); so is any
+    other object with ``__iter__`` but not both ``__getitem__`` and ``__len__``, where torch's
+    ``Dataset.__getitem__`` (which only raises) does not count. Told from the classes' names:
+    torch is never imported here.
     """
     check_not_a_class("dataset", dataset, "dataset")
-    if isinstance(dataset, StreamDataset):
+    if isinstance(dataset, StreamDataset) or _torch_base(type(dataset), "IterableDataset"):
         return True
-    if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
+    if _indexable(dataset) and hasattr(dataset, "__len__"):
         return False
     if hasattr(dataset, "__iter__"):
         return True
@@ -33,11 +35,34 @@ def is_stream(dataset: Any) -> bool:
     )
 
 
+_TORCH_DATASETS = "torch.utils.data.dataset"  # where torch's Dataset and IterableDataset live
+
+
+def _is_torch(cls: type, name: str) -> bool:
+    """Whether ``cls`` is torch's ``torch.utils.data.<name>``."""
+    module, qualname = getattr(cls, "__module__", None), getattr(cls, "__qualname__", None)
+    return module == _TORCH_DATASETS and qualname == name
+
+
+def _torch_base(cls: type, name: str) -> bool:
+    """Whether torch's ``torch.utils.data.<name>`` is among ``cls``'s bases (or is ``cls``)."""
+    return any(_is_torch(base, name) for base in cls.__mro__)
+
+
+def _indexable(dataset: Any) -> bool:
+    """Whether ``dataset`` has a ``__getitem__`` of its own: not only torch's ``Dataset``'s."""
+    if not hasattr(dataset, "__getitem__"):
+        return False
+    owner = next((cls for cls in type(dataset).__mro__ if "__getitem__" in vars(cls)), None)
+    return owner is None or not _is_torch(owner, "Dataset")
+
+
 def sampler_from_shortcuts(
     dataset: Any, sampler: Any, batch_size: Any, shuffle: Any, drop_last: Any, seed: int | None
 ) -> Any:
     """The sampler PyTorch's ``batch_size``/``shuffle``/``drop_last`` describe (None leaves an
-    option at PyTorch's default); a clear error when ``sampler`` is given as well."""
+    option at PyTorch's default); a clear error when ``sampler`` is given as well. A map
+    sampler built here follows the dataset's length (:func:`~dataloader.sampler.follow_dataset`)."""
     shortcuts = (("batch_size", batch_size), ("shuffle", shuffle), ("drop_last", drop_last))
     given = [f"{name}={value!r}" for name, value in shortcuts if value is not None]
     if sampler is not None:
@@ -51,22 +76,24 @@ def sampler_from_shortcuts(
     dropped = False if drop_last is None else check_bool("drop_last", drop_last)
     if not is_stream(dataset):
         if shuffled:
-            return RandomSampler(dataset, batch_size=size, drop_last=dropped, seed=seed)
-        return SequentialSampler(dataset, batch_size=size, drop_last=dropped)
-    if shuffled or dropped:
+            built = RandomSampler(dataset, batch_size=size, drop_last=dropped, seed=seed)
+            return follow_dataset(built)
+        return follow_dataset(SequentialSampler(dataset, batch_size=size, drop_last=dropped))
+    if shuffled:
         raise ArgumentValueError(
-            f"{', '.join(given)}: a stream has no order to shuffle and no known end to drop a "
-            "short batch at. Shuffle inside the stream (ParquetStream and ArrowStream take shuffle= "
-            "and shuffle_buffer=), skip a short last batch in your loop, and pass batch_size only."
+            "shuffle=True: a stream has no order to shuffle. Shuffle inside the stream "
+            "(ParquetStream and ArrowStream take shuffle= and shuffle_buffer=), and pass "
+            "batch_size and drop_last only."
         )
-    return StreamSampler(batch_size=size)
+    return StreamSampler(batch_size=size, drop_last=dropped)
 
 
 def checked_sampler(dataset: Any, sampler: Any) -> Any:
-    """``sampler``, or the default one, after checking that it suits the dataset's kind."""
+    """``sampler``, or the default one (for a map dataset, one that follows its length), after
+    checking that it suits the dataset's kind."""
     stream = is_stream(dataset)
     if sampler is None:
-        return StreamSampler(batch_size=1) if stream else SequentialSampler(dataset)
+        return StreamSampler(batch_size=1) if stream else follow_dataset(SequentialSampler(dataset))
     stream_sampler = isinstance(sampler, StreamSampler) or isinstance(
         getattr(sampler, "sampler", None), StreamSampler
     )

@@ -40,6 +40,9 @@ class Resume:
     partial_by_worker: bool = False
     count: int = 0  # batches handed out in full, all of them
     workers: dict[int, int] = field(default_factory=dict)  # worker id -> batches handed out
+    # Worker stream shards read in order: the worker whose batch was handed out last (-1: none);
+    # the rotation over the workers resumes after it.
+    last_worker: int = -1
     token: dict = field(default_factory=dict)
     skip_ahead: bool = False
 
@@ -93,9 +96,13 @@ class Position:
         self._repeats = repeats
         self._length = length
         self._low = resume.low
+        # Until ``low`` moves, the resumed token is where the source stands (its own record of
+        # it starts only once the epoch's first batch is read).
+        self._resumed_at = (resume.low, resume.token) if resume.token else None
         self._above = set(resume.above)
         self._count = resume.count
         self._workers = collections.Counter(resume.workers)
+        self._last_worker = resume.last_worker
         # Restored half-echoed batches not yet made again, by task index (or by worker).
         self._partial_by_worker = resume.partial_by_worker
         self._restored = {entry[2] if resume.partial_by_worker else entry[0]: entry for entry in resume.partial}
@@ -174,6 +181,7 @@ class Position:
         self._count += 1
         if worker >= 0:
             self._workers[worker] += 1
+            self._last_worker = worker
         if self._forget is not None:
             self._forget(self.epoch, self._low)
 
@@ -199,15 +207,17 @@ class Position:
         """The position as plain values, the source's token included (in the user's thread)."""
         self._catch_up()
         low, above, count, workers = self._low, sorted(self._above), self._count, dict(self._workers)
+        last_worker = self._last_worker
         # Half-echoed batches: restored ones not made again yet, and made ones with echoes
         # left: the one being echoed, and restored ones made again but queued behind it.
         partial = [list(entry) for entry in list(self._restored.values())]
         partial += [[keys[0], self._repeats - left, worker] for keys, worker, left in list(self._made) if left < self._repeats]
         epoch = self.epoch
-        token = self._source.resume_point(epoch, low)
+        resumed = self._resumed_at
+        token = resumed[1] if resumed is not None and resumed[0] == low else self._source.resume_point(epoch, low)
         if not partial and self._length is not None and count >= self._length:
             # Every batch was handed out: the state resumes at the start of the next epoch.
-            epoch, low, above, count, workers = epoch + 1, 0, [], 0, {}
+            epoch, low, above, count, workers, last_worker = epoch + 1, 0, [], 0, {}, -1
         return {
             "epoch": epoch,
             "low": low,
@@ -215,6 +225,7 @@ class Position:
             "partial": partial,
             "count": count,
             "workers": {str(worker): n for worker, n in sorted(workers.items())},
+            "last_worker": last_worker,
             "source": token,
         }
 

@@ -16,6 +16,7 @@ import numpy as np
 
 
 _MASK = (1 << 64) - 1
+_STREAM = 0x5EED_57EA  # sets stream seeds apart from batch seeds
 
 
 def _mix(value: int) -> int:
@@ -29,6 +30,12 @@ def _mix(value: int) -> int:
 def batch_seed(seed: int, epoch: int, index: int) -> int:
     """A 63-bit seed for batch ``index`` of ``epoch`` (about a microsecond: it runs per batch)."""
     return _mix(_mix(_mix(seed) ^ epoch) ^ index) >> 1
+
+
+def stream_seed(seed: int, epoch: int, index: int) -> int:
+    """The seed a stream read by a worker draws with while batch ``index`` of ``epoch`` is read
+    (apart from the seed that batch's transforms draw with)."""
+    return batch_seed(seed ^ _STREAM, epoch, index)
 
 
 def seed_all(seed: int) -> None:

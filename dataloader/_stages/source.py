@@ -22,18 +22,21 @@ A new kind of source is one more class here and one more branch in
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import replace
 from typing import Any, Iterator
 
+from .._digest import qualified_name
 from .._validate import warn_argument
 from ..callable_source import CallableSource
 from ..errors import ArgumentTypeError, ArgumentValueError, ResumeWarning
-from ..sampler import batches_from, sampler_state, yields_valid_indices
+from ..sampler import MapSampler, batches_from, sampler_state, yields_valid_indices
 from .consumer import Reassemble
 from .kinds import is_stream
 from .position import PositionLog, Resume
 from .streams import (
+    BatchSize,
     batches_between_marks,
     batches_of,
     check_stream_resume,
@@ -71,6 +74,8 @@ class Source:
     resumes_by_worker = False
     # The dataset's state_dict() goes into the loader's state (a map dataset's).
     holds_dataset_state = False
+    # Each batch is one task (no batch split into chunks): batches handed out = tasks done.
+    tasks_are_batches = True
 
     @property
     def reader(self) -> "Source":
@@ -107,8 +112,14 @@ class Source:
     def forget_before(self, epoch: int, index: int) -> None:
         """Batches before ``index`` of ``epoch`` were handed out: tokens noted for them can go."""
 
-    def check_resume(self, token: dict, skip_ahead: bool) -> None:
-        """Raise a clear error, before any work, when ``token`` cannot restart this source."""
+    def check_resume(self, token: dict, skip_ahead: bool, epoch: int | None = None) -> None:
+        """Raise a clear error, before any work, when ``token`` cannot restart this source
+        (``epoch``: the epoch the state resumes, where the token must agree with it)."""
+
+    def rewind(self, token: dict) -> None:
+        """An epoch was left early at ``token`` (its first batch not handed out): a source whose
+        next epoch carries on from this one starts it there, so batches read ahead and never
+        handed out are not lost."""
 
 
 class MapSource(Source):
@@ -122,7 +133,8 @@ class MapSource(Source):
     holds_dataset_state = True
 
     def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
-        return {"length": len(dataset)}  # batch indices mean other samples in another length
+        # Batch indices mean other samples in another length, or in other files of the same one.
+        return {"length": len(dataset), "dataset": fingerprint(dataset, own_only=True)}
 
     def __init__(self, sampler: Any) -> None:
         self.sampler = sampler
@@ -135,7 +147,7 @@ class MapSource(Source):
             if "sampler" in resume.token:
                 self.sampler.load_state_dict(resume.token["sampler"])
             start = resume.low
-        self._started[epoch] = sampler_state(self.sampler)
+        self._started[epoch] = copy.deepcopy(sampler_state(self.sampler))  # not a live object of the sampler's
         # Our samplers' batches need no copy: int64 arrays (sent to workers as bytes, made
         # Python ints where the dataset is read, unchecked) or, through Infinite, new lists.
         ours = self._ours
@@ -158,8 +170,9 @@ class MapSource(Source):
         for begun in [key for key in self._started if key < epoch]:
             del self._started[begun]
 
-    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+    def check_resume(self, token: dict, skip_ahead: bool, epoch: int | None = None) -> None:
         if "sampler" in token:
+            _check_sampler_epoch(self.sampler, token["sampler"], epoch)
             if not hasattr(self.sampler, "load_state_dict"):
                 raise ArgumentValueError(
                     f"the state holds the sampler's own state, but this loader's "
@@ -194,22 +207,31 @@ class StreamSource(Source):
         self.timeout = timeout
         self._log = PositionLog()
 
+    def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
+        return {"stream": fingerprint(self.dataset)}
+
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         state = resume.token.get("stream") if resume is not None else None
-        stream: Any = open_stream(self.dataset, epoch, state)
-        capture = getattr(self.dataset, "state_dict", None)
+        stream: Any = open_stream(self.dataset, epoch, copy.deepcopy(state))
+        capture = _copying(getattr(self.dataset, "state_dict", None))
         first = resume.low if resume is not None and state is not None else 0
         note = self._log.note
+
+        def noted(k: int, position: Any) -> None:
+            # Before the first batch the stream stands where the state put it (its own
+            # state_dict() may say so only once its iterator has started).
+            note((epoch, first + k), state if k == 0 and state is not None else position)
+
         timed = None
         if self.timeout > 0:  # read ahead in a thread: positions travel with the samples
             items = marked(stream, self.batch_size, capture) if capture is not None else stream
             timed = timed_stream(items, self.timeout)
             if capture is not None:
-                batches = batches_between_marks(timed, lambda k, token: note((epoch, first + k), token))
+                batches = batches_between_marks(timed, noted)
             else:
                 batches = batches_of(timed, self.batch_size)
         else:
-            read = None if capture is None else (lambda k: note((epoch, first + k), capture()))
+            read = None if capture is None else (lambda k: noted(k, capture()))
             batches = batches_of(stream, self.batch_size, read)
         index = first
         try:
@@ -236,7 +258,7 @@ class StreamSource(Source):
     def forget_before(self, epoch: int, index: int) -> None:
         self._log.forget_before((epoch, index))
 
-    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+    def check_resume(self, token: dict, skip_ahead: bool, epoch: int | None = None) -> None:
         check_stream_resume(self.dataset, "stream" in token, "reread" in token, skip_ahead)
 
 
@@ -255,13 +277,14 @@ class WorkerStreamSource(Source):
         self.worker_batch_size = batch_size
 
     def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
-        return {"stream_workers": options.num_workers}  # each worker's shard depends on it
+        # Each worker's shard depends on the worker count.
+        return {"stream_workers": options.num_workers, "stream": fingerprint(self.dataset)}
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         for index in itertools.count():
             yield BatchTask(epoch, index)
 
-    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+    def check_resume(self, token: dict, skip_ahead: bool, epoch: int | None = None) -> None:
         if not skip_ahead:
             raise ArgumentValueError(
                 "with parallel_stream=True each worker reads its own shard of the stream, so a "
@@ -282,18 +305,22 @@ class CallableTasks(Source):
     """
 
     notes_tokens = True
+    tasks_are_batches = False  # a batch's jobs may be split into chunks, a task each
 
     def __init__(self, source: CallableSource, batch_size: int) -> None:
         self.source = source
         self.batch_size = batch_size
         self._log = PositionLog()
 
+    def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
+        return {"stream": fingerprint(self.source)}
+
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         index, batch = 0, 0
         if resume is not None and resume.token:
             index, batch = resume.low, resume.token["batch"]
             if "source" in resume.token:
-                self._owner().load_state_dict(resume.token["source"])
+                self._owner().load_state_dict(copy.deepcopy(resume.token["source"]))
             else:  # skip-ahead: the calls that made the batches handed out, made again and dropped
                 for _ in range(batch):
                     self.source.data_source(self.batch_size)
@@ -336,7 +363,7 @@ class CallableTasks(Source):
     def forget_before(self, epoch: int, index: int) -> None:
         self._log.forget_before((epoch, index))
 
-    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+    def check_resume(self, token: dict, skip_ahead: bool, epoch: int | None = None) -> None:
         holds = "source" in token
         check_stream_resume(self._owner(), holds, not holds and token.get("batch", 0) > 0, skip_ahead)
 
@@ -348,7 +375,7 @@ class CallableTasks(Source):
     def _token(self, batch: int) -> dict:
         """Where a resume at call number ``batch`` starts: the count, and the source's state now."""
         state_dict = getattr(self._owner(), "state_dict", None)
-        return {"batch": batch} if state_dict is None else {"batch": batch, "source": state_dict()}
+        return {"batch": batch} if state_dict is None else {"batch": batch, "source": copy.deepcopy(state_dict())}
 
 
 class FixedEpochs(Source):
@@ -378,6 +405,7 @@ class FixedEpochs(Source):
         # Workers reading their own streams keep them open across epochs, restarting at the end.
         self.worker_restart = inner.worker_batch_size is not None
         self.reads_stream_here = inner.reads_stream_here
+        self.tasks_are_batches = inner.tasks_are_batches
         self._feed: Iterator[BatchTask] | None = None
         self._log = PositionLog()
         self._after_last: tuple[int, int] | None = None  # (pass, inner index) after the latest task
@@ -459,6 +487,19 @@ class FixedEpochs(Source):
             feed.close()  # type: ignore[attr-defined]
         self.inner.close()
 
+    def rewind(self, token: dict) -> None:
+        # Only where the inner source can be put back without re-reading what it yielded.
+        if not token or self.worker_restart:
+            return
+        try:
+            self.inner.check_resume(token["inner"], skip_ahead=False)
+        except ArgumentValueError:
+            return  # a stream without state_dict(): the next epoch goes on after what was read
+        start = (token["pass"], token["index"])
+        self.close()
+        self._feed = self._open_feed(*start, token["inner"], skip_ahead=False)
+        self._after_last = start
+
     def resume_point(self, epoch: int, index: int, begun: bool = True) -> dict:
         if begun:
             at = self._log.get((epoch, index))
@@ -473,15 +514,48 @@ class FixedEpochs(Source):
         if at is not None:
             self.inner.forget_before(*at)
 
-    def check_resume(self, token: dict, skip_ahead: bool) -> None:
+    def check_resume(self, token: dict, skip_ahead: bool, epoch: int | None = None) -> None:
         if self.worker_restart:
             raise ArgumentValueError(
                 "epoch_size with parallel_stream=True cannot resume: each worker's stream carries "
                 "on across epochs, and where each stood is not recorded. Drop parallel_stream "
                 "(the workers still run the transforms) or epoch_size."
             )
-        if token:
+        if token:  # the inner source's passes need not be the loader's epochs
             self.inner.check_resume(token["inner"], skip_ahead)
+
+
+def fingerprint(dataset: Any, own_only: bool = False) -> Any:
+    """What decides the order of ``dataset``'s samples, as plain values: its own
+    ``order_fingerprint()`` (files, seed, shuffle, sharding...), else its class (None with
+    ``own_only``: a map dataset's length says enough)."""
+    own = getattr(dataset, "order_fingerprint", None)
+    if own is not None:
+        return own()
+    if own_only:
+        return None
+    return {"type": qualified_name(dataset)}
+
+
+def _copying(state_dict: Any) -> Any:
+    """``state_dict`` made to return a copy: a stream may hand out the object it keeps
+    updating, and a position noted for later must not move with it."""
+    if state_dict is None:
+        return None
+    return lambda: copy.deepcopy(state_dict())
+
+
+def _check_sampler_epoch(sampler: Any, saved: Any, epoch: int | None) -> None:
+    """A map sampler of this library starts epoch ``epoch`` of the loader at its own epoch
+    ``epoch``: a token that says otherwise would resume another epoch's order."""
+    if epoch is None or not isinstance(saved, dict) or not isinstance(sampler, MapSampler):
+        return
+    if "epoch" in saved and saved["epoch"] != epoch:
+        raise ArgumentValueError(
+            f"the state's source.sampler.epoch is {saved['epoch']!r} but it resumes epoch {epoch}: the "
+            "sampler's order would be another epoch's. Load the state as DataLoader.state_dict() "
+            "returned it (it was changed), or build the loader afresh and call set_epoch()."
+        )
 
 
 def _chained(first: Iterator[BatchTask], then: Iterator[BatchTask]) -> Iterator[BatchTask]:
@@ -551,9 +625,12 @@ def index_list(indices: Any, index: int) -> list:
 
 def stream_batch_size(dataset: Any, sampler: Any) -> int:
     """Samples per task: the sampler's batch size, or 1 for a stream that yields whole batches
-    (``yields_batches = True``: each item is a :class:`~dataloader.Collated`)."""
+    (``yields_batches = True``: each item is a :class:`~dataloader.Collated`); a
+    :class:`~dataloader._stages.streams.BatchSize` that also carries the sampler's ``drop_last``
+    to where the stream is cut (and, for whole batches, the size under which one is short)."""
+    drop_last = getattr(sampler, "drop_last", False) is True
     if not getattr(dataset, "yields_batches", False):
-        return sampler.batch_size
+        return BatchSize(sampler.batch_size, drop_last)
     own = getattr(dataset, "batch_size", None)
     if sampler.batch_size not in (1, own):
         raise ArgumentValueError(
@@ -561,4 +638,10 @@ def stream_batch_size(dataset: Any, sampler: Any) -> int:
             f"StreamSampler(batch_size={sampler.batch_size}). Use StreamSampler() or set the "
             "batch size on the dataset."
         )
-    return 1
+    if drop_last and not (isinstance(own, int) and own > 0):
+        raise ArgumentValueError(
+            f"{type(dataset).__name__} yields whole batches but has no batch_size (it is {own!r}) "
+            "to tell a short one by, so drop_last=True cannot drop it. Give the dataset its "
+            "batch_size, or drop drop_last."
+        )
+    return BatchSize(1, drop_last, own if drop_last else 0)

@@ -5,9 +5,11 @@ own position at every batch boundary (for :meth:`DataLoader.state_dict`)."""
 from __future__ import annotations
 
 import itertools
+import types
 from time import perf_counter
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from ..dataset import Collated
 from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
 from .buffering import BufferedIterator
 from .task import BatchTask
@@ -37,16 +39,62 @@ def open_stream(dataset: Any, epoch: int, state: Any = None) -> Iterator[Any]:
     return stream
 
 
+class BatchSize(int):
+    """Samples per task cut from a stream (it is that int), and what becomes of a short batch.
+
+    ``drop_last``: a last batch of fewer samples is dropped, not handed out. ``whole``: for a
+    stream of whole batches (``yields_batches``: each item a :class:`~dataloader.Collated`, one
+    per task, so the int is 1), the dataset's batch size; with ``drop_last`` a ``Collated`` of
+    fewer samples (a stream's last) is dropped. It travels as it is to the workers that read
+    their own stream (``parallel_stream=True``).
+    """
+
+    drop_last: bool
+    whole: int
+
+    def __new__(cls, size: int, drop_last: bool = False, whole: int = 0) -> "BatchSize":
+        made = super().__new__(cls, size)
+        made.drop_last, made.whole = drop_last, whole
+        return made
+
+
+def _pulled(stream: Iterator[T]) -> Iterator[T]:
+    """``stream``, safe to hand to ``itertools.islice`` and ``for`` (which call ``iter()`` on it,
+    islice at every batch): a built-in iterator (a generator, say) as it is; any other pulled by
+    ``map(next, ...)``, so its ``__iter__`` (which may reset a stream that is its own iterator) is
+    never called again. No Python frame per sample, and no sample compared with a sentinel
+    (NumPy arrays refuse that); the map ends at the stream's ``StopIteration``."""
+    if isinstance(getattr(type(stream), "__iter__", None), types.WrapperDescriptorType):
+        return stream  # a C-level __iter__ returns the iterator itself
+    return map(next, itertools.repeat(stream))
+
+
+def _full_wholes(stream: Iterator[T], size: int) -> Iterator[T]:
+    """``stream`` without its whole batches of fewer samples than ``size.whole``, where ``size``
+    is a :class:`BatchSize` with ``drop_last`` and ``whole`` (else ``stream`` as it is)."""
+    whole = getattr(size, "whole", 0)
+    if not (whole and getattr(size, "drop_last", False)):
+        return stream
+
+    def short(item: Any) -> bool:
+        return isinstance(item, Collated) and item.size < whole
+
+    return itertools.filterfalse(short, stream)
+
+
 def batches_of(stream: Iterator[T], size: int, read: Callable[[int], None] | None = None) -> Iterator[list[T]]:
-    """Cut ``stream`` into lists of ``size``; the last may be shorter, and nothing is read after it.
-    ``read(k)`` is called once ``k`` batches have been read (first with 0, before any), before
-    batch ``k - 1`` is yielded: where the stream stands between batches, at no cost per sample."""
+    """Cut ``stream`` into lists of ``size``; the last may be shorter (dropped where ``size`` is a
+    :class:`BatchSize` with ``drop_last``), and nothing is read after it. ``read(k)`` is called
+    once ``k`` batches have been read (first with 0, before any), before batch ``k - 1`` is
+    yielded: where the stream stands between batches, at no cost per sample."""
     count = 0
+    drop = getattr(size, "drop_last", False)
+    stream = _full_wholes(_pulled(stream), size)
     if read is not None:
         read(0)
     while True:
         batch = list(itertools.islice(stream, size))
-        if batch:
+        if batch and not (drop and len(batch) < size):
             count += 1
             if read is not None:
                 read(count)
@@ -97,7 +145,7 @@ def timed_stream(stream: Iterator[Any], timeout: float) -> BufferedIterator:
     interrupt it).
     """
     return BufferedIterator(
-        stream,
+        _pulled(stream),  # the thread's `for` would call iter() on it again
         buffer_size=64,
         timeout=timeout,
         name="dataloader-stream-reader",
@@ -122,14 +170,17 @@ def marked(stream: Iterator[Any], size: int, capture: Callable[[], Any]) -> Iter
     """The samples of ``stream`` with a :class:`_Mark` of ``capture()`` before the first batch of
     ``size`` and after every batch. Run it where the stream is read ahead (the helper thread of
     :func:`timed_stream`), so each mark is the position exactly at the boundary, not wherever
-    reading ahead has got to; read in place, :func:`batches_of`'s ``read`` does the same."""
+    reading ahead has got to; read in place, :func:`batches_of`'s ``read`` does the same. A
+    :class:`BatchSize` with ``drop_last`` puts no mark after a short last batch."""
+    drop = getattr(size, "drop_last", False)
+    stream = _full_wholes(_pulled(stream), size)
     yield _Mark(capture())
     while True:
         read = 0
         for sample in itertools.islice(stream, size):
             read += 1
             yield sample
-        if read == 0:
+        if read == 0 or (drop and read < size):  # no mark after them: the samples go unused
             return
         yield _Mark(capture())
         if read < size:

@@ -79,16 +79,13 @@ class WorkerBoot:
     worker_init_fn: Callable[[int], None] | None
     shm_budget: int
     name: str
-    # parallel_stream: the worker reads its own copy of the stream, batch_size at a time.
+    # parallel_stream: the worker reads its own copy of the stream, batch_size at a time (a
+    # BatchSize, which also says whether the shard's short last batch is dropped: drop_last).
     stream_batch_size: int | None
     # Under fork the child inherits the parent's end of the liveness pipe; it must close it.
     close_fds: tuple[int, ...]
     # Fixed-size epochs: the worker's stream carries on across epochs, restarting when it ends.
     restart_stream: bool = False
-    # The loader has a seed: random, numpy.random and torch are seeded per batch (7 us), so a
-    # batch's draws do not depend on the worker. Without one, once, at start (batch_rng() is
-    # still seeded per batch).
-    seed_each_batch: bool = True
     # What becomes of a sample that fails (on_error), and the hooks told of every stage run.
     policy: ErrorPolicy = field(default_factory=ErrorPolicy)
     hooks: tuple = ()
@@ -182,7 +179,7 @@ class WorkerLoop:
         # batch_rng() is seeded for them (per thread).
         self.maker = BatchMaker(
             boot.dataset, boot.transform, boot.collator, boot.seed,
-            seed_globals=not local and boot.seed_each_batch,
+            seed_globals=not local,  # per batch (7 us): its draws do not depend on the worker
             policy=replace(boot.policy, worker=boot.worker_id), hooks=boot.hooks,
         )
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
@@ -196,7 +193,10 @@ class WorkerLoop:
         self.skeletons = SkeletonNames()  # batch structures already described to the main process
         self._replies: list | None = None  # answers held for one Replies while running a RunTasks
         self.shard = (
-            ShardReader(boot.dataset, boot.stream_batch_size, boot.restart_stream)
+            ShardReader(
+                boot.dataset, boot.stream_batch_size, boot.restart_stream,
+                seed=None if local else boot.seed, worker=boot.worker_id, workers=boot.num_workers,
+            )
             if boot.stream_batch_size is not None
             else None
         )
@@ -318,7 +318,8 @@ class WorkerLoop:
         samples = self.shard.read(task.epoch, task.skip)
         if samples is None:
             return _ENDED
-        return self.maker.make_read(task, samples, start)  # reading the stream is the fetch
+        seed_index = self.shard.seed_index()
+        return self.maker.make_read(task, samples, start, seed_index)  # reading the stream is the fetch
 
     def _arena(self) -> BumpAllocator | None:
         if not self.expected:

@@ -58,7 +58,7 @@ def run_probe(boot: WorkerBoot | PickledBoot, task: BatchTask, conn: Any, parent
     if boot.worker_init_fn is not None:
         boot.worker_init_fn(boot.worker_id)
     maker = BatchMaker(
-        boot.dataset, boot.transform, boot.collator, boot.seed, seed_globals=boot.seed_each_batch,
+        boot.dataset, boot.transform, boot.collator, boot.seed,
         policy=boot.policy, hooks=(_Announce(conn),), one_by_one=True,
     )
     try:

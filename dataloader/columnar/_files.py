@@ -8,10 +8,12 @@ the wanted suffixes, recursively, in sorted order), or a list of those.
 from __future__ import annotations
 
 import os
+import posixpath
 from typing import Any, Sequence
 
 import pyarrow.fs as pafs
 
+from .._digest import digest
 from .._local import in_worker_process
 from ..errors import ArgumentTypeError, ArgumentValueError
 
@@ -95,3 +97,11 @@ def mapped(filesystem: pafs.FileSystem) -> pafs.FileSystem:
     if type(filesystem) is pafs.LocalFileSystem and in_worker_process():
         return pafs.LocalFileSystem(use_mmap=True)
     return filesystem
+
+
+def files_fingerprint(paths: Sequence[str]) -> str:
+    """The files of a dataset in a few words: their number and a digest of their names
+    relative to the folder they share, so the same files copied elsewhere still match."""
+    root = posixpath.commonpath(paths) if len(paths) > 1 else posixpath.dirname(paths[0])
+    names = [posixpath.relpath(path, root) if root else path for path in paths]
+    return f"{len(paths)} files, {digest(names)}"

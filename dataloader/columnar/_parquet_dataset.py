@@ -12,10 +12,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from .._digest import digest
 from .._validate import check_choice, check_positive_int
 from ..errors import ArgumentValueError
 from ._convert import STRINGS, column_to_array, fill_for
-from ._files import PARQUET_SUFFIXES, mapped, resolve_files
+from ._files import PARQUET_SUFFIXES, files_fingerprint, mapped, resolve_files
 from ._fixed import form_of
 from ._gather import Runs, locate, take_numbers, take_rows
 from ._table_dataset import Allocate, Plan, TableDataset, check_columns, check_fill_null, check_nulls, check_same_columns
@@ -97,7 +98,19 @@ class ParquetDataset(TableDataset):
         self._groups = table[:, :2]
         self._starts = np.concatenate(([0], np.cumsum(table[:, 2])[:-1])).astype(np.int64) if len(table) else table[:, 2]
         self._length = int(table[:, 2].sum())
+        self._fingerprint: dict[str, Any] | None = None  # order_fingerprint(), made once
         self._start_process()
+
+    def order_fingerprint(self) -> dict[str, Any]:
+        """Which rows the indices mean, as plain values: a loader's resume state carries it and
+        refuses other files (of the same total length too)."""
+        if self._fingerprint is None:
+            self._fingerprint = {
+                "kind": type(self).__name__,
+                "files": files_fingerprint(self._paths),
+                "row_groups": f"{len(self._starts)} row groups, {digest(self._starts.tolist())}",
+            }
+        return self._fingerprint
 
     def _start_process(self) -> None:
         """The state each process keeps for itself: the cache of decoded groups, open files."""

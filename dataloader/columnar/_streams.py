@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .._digest import digest
 from .._validate import check_bool, check_choice, check_non_negative_int, check_optional_seed, check_positive_int
 from ..dataset import Collated, StreamDataset
 from ..errors import ArgumentValueError
@@ -20,7 +21,7 @@ from ..sampler import resolve_world
 from ..worker import get_worker_info
 from ._batching import batch_rows, cut_batches, drop_rows, in_pieces, rows_of, shuffled_windows
 from ._convert import STRINGS, table_to_batch
-from ._files import ARROW_SUFFIXES, PARQUET_SUFFIXES, resolve_files
+from ._files import ARROW_SUFFIXES, PARQUET_SUFFIXES, files_fingerprint, resolve_files
 from ._readers import ArrowUnits, ParquetUnits, Units
 from ._sharding import BUFFER_STREAM, Layout, Piece, Planner, shard_range
 
@@ -85,6 +86,7 @@ class ColumnarStream(StreamDataset):
         self._iterations = 0
         self._progress: _Progress | None = None
         self._resume: tuple[int, int] | None = None  # (epoch, rows): where the next iter() starts
+        self._fingerprint: dict[str, Any] | None = None  # order_fingerprint(), made once
 
     def _check_equal(self, kind: str) -> None:
         if not self.equal:
@@ -112,6 +114,29 @@ class ColumnarStream(StreamDataset):
     def columns(self) -> list[str]:
         """The columns each row or batch holds."""
         return self._units.columns or self._units.schema.names  # type: ignore[union-attr]
+
+    def order_fingerprint(self) -> dict[str, Any]:
+        """What decides which rows come in which order, as plain values: a loader's resume
+        state carries it and refuses a stream that differs (naming the field)."""
+        if self._fingerprint is not None:
+            return self._fingerprint
+        units = self._units
+        self._fingerprint = {
+            "kind": type(self).__name__,
+            "files": files_fingerprint(units.paths),
+            "row_groups": f"{len(units.counts)} units, {digest(units.counts)}",
+            "columns": None if units.columns is None else list(units.columns),
+            "filter": None if units.filter is None else str(units.filter),
+            "batch_size": self.batch_size,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "shuffle_buffer": self.shuffle_buffer,
+            "world_size": self.world_size,
+            "rank": self.rank,
+            "equal": self.equal,
+            "surplus": self.surplus,
+        }
+        return self._fingerprint
 
     def set_epoch(self, epoch: int) -> None:
         """Read epoch ``epoch`` at the next ``iter()`` calls (the loader calls this each epoch)."""
@@ -149,7 +174,14 @@ class ColumnarStream(StreamDataset):
         if epoch is None:
             epoch, self._iterations = self._iterations, self._iterations + 1
         resume, self._resume = self._resume, None
-        done = resume[1] if resume is not None and resume[0] == epoch else 0
+        if resume is not None and resume[0] != epoch:
+            raise ArgumentValueError(
+                f"{type(self).__name__}: the state given to load_state_dict() is a position in "
+                f"epoch {resume[0]}, but this iter() reads epoch {epoch}; its rows would be another "
+                "epoch's. Call set_epoch() with the state's epoch first (a DataLoader does), or load "
+                "the state as state_dict() returned it."
+            )
+        done = resume[1] if resume is not None else 0
         seek = done if self._seekable() else 0  # start reading there, or read and drop `done` rows
         progress, pieces, worker = self._start(epoch, seek)
         progress.rows = done

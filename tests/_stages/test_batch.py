@@ -94,7 +94,7 @@ def test_a_batch_of_samples_read_elsewhere_counts_the_read_as_its_fetch():
     maker.mark_stage("fetch")
     assert maker.stage == "fetch"
     started = perf_counter()
-    batch = maker.make_read(BatchTask(0, 3), [np.int64(1), np.int64(2)], started)
+    batch = maker.make_read(BatchTask(0, 3), [np.int64(1), np.int64(2)], started, 3)
     assert batch.tolist() == [1, 2]
     assert maker.timings.start == started <= maker.timings.fetched
     assert maker.timings.samples == 2
@@ -102,11 +102,12 @@ def test_a_batch_of_samples_read_elsewhere_counts_the_read_as_its_fetch():
     assert maker.stage == "transport"
 
 
-def test_a_batch_of_samples_read_elsewhere_is_seeded_by_its_task():
+def test_a_batch_of_samples_read_elsewhere_is_seeded_by_its_place_in_the_shards_not_its_task():
     class Noise(Transform):
         def apply(self, input):
             return np.random.rand()
 
     maker = BatchMaker(None, Noise(), Collator(), seed=3)
-    read = maker.make_read(BatchTask(1, 4), [0, 1], perf_counter())
+    read = maker.make_read(BatchTask(1, 9), [0, 1], perf_counter(), 4)
     assert np.array_equal(read, maker(BatchTask(1, 4, samples=[5, 6])))
+    assert not np.array_equal(read, maker(BatchTask(1, 9, samples=[5, 6])))

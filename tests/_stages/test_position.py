@@ -67,7 +67,7 @@ def test_in_order_hand_outs_move_low_and_ask_the_source_for_its_token_there():
         _hand_out(position, (index,))
     snap = position.snapshot()
     assert snap == {
-        "epoch": 3, "low": 3, "above": [], "partial": [], "count": 3, "workers": {},
+        "epoch": 3, "low": 3, "above": [], "partial": [], "count": 3, "workers": {}, "last_worker": -1,
         "source": {"at": [3, 3]},
     }
     assert source.asked == [(3, 3)]
@@ -238,7 +238,7 @@ def test_a_snapshot_after_the_last_batch_of_a_sized_epoch_is_the_next_epoch_star
     _hand_out(position, (2,), worker=0)
     snap = position.snapshot()
     assert snap == {
-        "epoch": 6, "low": 0, "above": [], "partial": [], "count": 0, "workers": {},
+        "epoch": 6, "low": 0, "above": [], "partial": [], "count": 0, "workers": {}, "last_worker": -1,
         "source": {"at": [5, 3]},  # the source says where the next epoch starts
     }
     assert source.asked[-1] == (5, 3)
