@@ -94,7 +94,11 @@ def read_state(state: Any, spec: Any, source: Source, skip_ahead: bool, allow_ed
             f"`state` must be the dict DataLoader.state_dict() returned; got {type(state).__name__}."
         )
     if state.get("format") != FORMAT:
-        older = " (a state of an older version of dataloader: resume at an epoch boundary instead, with set_epoch())" if state.get("format") in _OLDER else ""
+        older = (
+            " (a state of an older version of dataloader: resume at an epoch boundary instead, with set_epoch())"
+            if state.get("format") in _OLDER
+            else ""
+        )
         raise ArgumentValueError(
             f"`state` has format {state.get('format')!r}; this loader reads {FORMAT!r}{older}. Pass the "
             "dict DataLoader.state_dict() returned (as saved, e.g. by torch.save or json.dumps)."
