@@ -490,3 +490,9 @@ def test_a_resumed_worker_that_skips_batches_draws_from_the_stream_as_the_saving
         resumed = loader()
         resumed.load_state_dict(state, skip_ahead=True)
         assert head + [batch.tolist() for batch in resumed] == whole
+
+
+def test_a_state_of_the_previous_format_is_refused_with_what_to_do():
+    state = dict(_state_after(_map_loader(), 2), format="dataloader.state/1")
+    with pytest.raises(ArgumentValueError, match=r"an older version of dataloader: resume at an epoch boundary"):
+        _map_loader().load_state_dict(state)
