@@ -441,13 +441,19 @@ def test_a_stream_read_by_workers_draws_alike_in_every_run_and_in_a_resume():
     for _ in range(3):  # when worker 1's end is seen does not move the draws
         assert [batch.tolist() for batch in _uneven()] == whole
     for cut in (1, 3, 4, 9):
-        loader = _uneven()
-        with iter(loader) as batches:
-            head = [next(batches).tolist() for _ in range(cut)]
-            state = loader.state_dict()
-        resumed = _uneven()
-        resumed.load_state_dict(state, skip_ahead=True)
-        assert head + [batch.tolist() for batch in resumed] == whole
+        assert _cut_and_resumed(_uneven, cut) == whole
+
+
+def _cut_and_resumed(make, cut: int) -> list:
+    """``cut`` batches of a loader ``make()`` builds, then the rest from a fresh one that loaded
+    the state taken there (re-reading the workers' shards: ``skip_ahead``)."""
+    loader = make()
+    with iter(loader) as batches:
+        head = [next(batches).tolist() for _ in range(cut)]
+        state = loader.state_dict()
+    resumed = make()
+    resumed.load_state_dict(state, skip_ahead=True)
+    return head + [batch.tolist() for batch in resumed]
 
 
 def test_a_pickled_unseeded_loader_makes_the_same_batches():
@@ -483,13 +489,7 @@ def test_a_resumed_worker_that_skips_batches_draws_from_the_stream_as_the_saving
 
     whole = [batch.tolist() for batch in loader()]
     for cut in (2, 5):
-        saving = loader()
-        with iter(saving) as batches:
-            head = [next(batches).tolist() for _ in range(cut)]
-            state = saving.state_dict()
-        resumed = loader()
-        resumed.load_state_dict(state, skip_ahead=True)
-        assert head + [batch.tolist() for batch in resumed] == whole
+        assert _cut_and_resumed(loader, cut) == whole
 
 
 def test_a_state_of_the_previous_format_is_refused_with_what_to_do():
