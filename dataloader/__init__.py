@@ -39,7 +39,7 @@ from .sampler import (
     SequentialSampler,
     StreamSampler,
 )
-from .monitor import Stats
+from .monitor import Stats, TuningChange
 from .rng import batch_rng
 from .worker import WorkerInfo, get_worker_info
 
@@ -104,6 +104,7 @@ __all__ = [
     "StreamSampler",
     "ThreadBuffer",
     "TooManyBadSamplesError",
+    "TuningChange",
     "WorkerDiedError",
     "WorkerError",
     "WorkerInfo",

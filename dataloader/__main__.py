@@ -1,4 +1,4 @@
-"""``python -m dataloader {demo,bench,doctor,convert}``."""
+"""``python -m dataloader {demo,bench,doctor,convert,tune}``."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import argparse
 import sys
 from typing import Sequence
 
-from ._cli import bench, convert, demo, doctor
+from ._cli import bench, convert, demo, doctor, tune
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dataloader", description="Fast, robust batch loading.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (demo, bench, doctor, convert):
+    for module in (demo, bench, doctor, convert, tune):
         module.add_parser(commands)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # the bench parses its own options, --help included

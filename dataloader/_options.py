@@ -19,6 +19,8 @@ from ._failure_book import DEFAULT_MAX_ERRORS, ON_ERROR, check_max_errors
 from .errors import ArgumentTypeError, ArgumentValueError
 
 START_METHODS = ("fork", "spawn", "forkserver")
+AUTO = "auto"
+_AUTO_HINT = "Or 'auto', to have it tuned while the loader runs."
 WORKER_TYPES = ("process", "thread")
 
 
@@ -26,7 +28,8 @@ WORKER_TYPES = ("process", "thread")
 class LoaderOptions:
     """Every knob of a :class:`DataLoader` besides its building blocks."""
 
-    num_workers: int = 0
+    # An int, or "auto": the autotuner sizes the pool while it runs (dataloader/_tune).
+    num_workers: int | str = 0
     # 0 waits forever, as in MegEngine and PyTorch; so does infinity, stored as 0.
     timeout: float = 0.0
     preload: bool = False
@@ -34,7 +37,8 @@ class LoaderOptions:
     # Batches (messages of batches_per_message batches, if given) each worker makes ahead.
     # None: two messages, which keep every worker busy while the consumer takes one without
     # holding much memory (PyTorch's default of 2 batches), of batches sized as below.
-    prefetch_factor: int | None = None
+    # "auto" (also what num_workers="auto" implies when it is None): tuned from batch times.
+    prefetch_factor: int | str | None = None
     # None: one batch per message where prefetch_factor is given (PyTorch's meaning, exactly),
     # else as many as ~2 ms of a worker's work, measured (see _exec/grouping.py).
     batches_per_message: int | None = None
@@ -70,7 +74,7 @@ class LoaderOptions:
         # Checked values are stored as the checks return them (a NumPy integer as an int,
         # an infinite timeout as 0), so nothing downstream meets a type it did not expect.
         checked = {
-            "num_workers": check_non_negative_int("num_workers", self.num_workers),
+            "num_workers": _check_workers(self.num_workers),
             "timeout": check_timeout("timeout", self.timeout),
             "preload": check_bool("preload", self.preload),
             "parallel_stream": check_bool("parallel_stream", self.parallel_stream),
@@ -85,8 +89,8 @@ class LoaderOptions:
         }
         if self.shm_budget is not None:
             checked["shm_budget"] = check_positive_int("shm_budget", self.shm_budget, "It is a number of bytes.")
-        if self.prefetch_factor is not None:
-            checked["prefetch_factor"] = check_positive_int("prefetch_factor", self.prefetch_factor)
+        if self.prefetch_factor is not None and self.prefetch_factor != AUTO:
+            checked["prefetch_factor"] = check_positive_int("prefetch_factor", self.prefetch_factor, _AUTO_HINT)
         if self.batches_per_message is not None:
             checked["batches_per_message"] = check_positive_int("batches_per_message", self.batches_per_message)
         if self.epoch_size is not None:
@@ -99,6 +103,11 @@ class LoaderOptions:
         for name, value in checked.items():
             object.__setattr__(self, name, value)
         check_choice("on_error", self.on_error, ON_ERROR)
+        if self.prefetch_factor == AUTO and self.num_workers == 0:
+            raise ArgumentValueError(
+                "`prefetch_factor='auto'` tunes how far workers make batches ahead; with "
+                "num_workers=0 there are none. Set num_workers (an int, or 'auto') or drop prefetch_factor."
+            )
         if self.persistent_workers and self.num_workers == 0:
             raise ArgumentValueError(
                 "`persistent_workers=True` needs worker processes; got num_workers=0. "
@@ -127,16 +136,32 @@ class LoaderOptions:
         return self.error_log or os.environ.get("DATALOADER_ERROR_LOG") or None
 
     @property
+    def parallel(self) -> bool:
+        """Whether batches are made by workers (a number of them, or "auto")."""
+        return self.num_workers != 0
+
+    @property
+    def tune_workers(self) -> bool:
+        """``num_workers="auto"``: the autotuner sizes the pool."""
+        return self.num_workers == AUTO
+
+    @property
+    def tune_depth(self) -> bool:
+        """The autotuner sets the prefetch depth: ``prefetch_factor="auto"``, or left unset
+        with ``num_workers="auto"``."""
+        return self.prefetch_factor == AUTO or (self.tune_workers and self.prefetch_factor is None)
+
+    @property
     def messages_ahead(self) -> int:
-        """Messages of tasks each worker may have outstanding."""
-        return 2 if self.prefetch_factor is None else self.prefetch_factor
+        """Messages of tasks each worker may have outstanding (to start with, where tuned)."""
+        return self.prefetch_factor if isinstance(self.prefetch_factor, int) else 2
 
     @property
     def fixed_group(self) -> int | None:
         """Tasks per message, or None where they are sized from measured batches."""
         if self.batches_per_message is not None:
             return self.batches_per_message
-        return None if self.prefetch_factor is None else 1
+        return 1 if isinstance(self.prefetch_factor, int) else None
 
     def context(self) -> multiprocessing.context.BaseContext:
         """The multiprocessing context workers start from."""
@@ -145,6 +170,14 @@ class LoaderOptions:
         if isinstance(self.multiprocessing_context, str):
             return multiprocessing.get_context(self.multiprocessing_context)
         return self.multiprocessing_context
+
+
+def _check_workers(value: Any) -> int | str:
+    if value == AUTO and isinstance(value, str):
+        return AUTO
+    if isinstance(value, str):
+        raise ArgumentValueError(f"`num_workers` must be a non-negative integer or 'auto'; got {value!r}.")
+    return check_non_negative_int("num_workers", value, _AUTO_HINT)
 
 
 def _check_hooks(hooks: Any) -> tuple:

@@ -2,7 +2,7 @@
 
 One track per worker (a "batch k" slice with fetch, transform and collate
 nested inside it) and one track per main-process stage (transport, wait,
-preload, read). Times are microseconds on the system-wide monotonic clock.
+preload, read), with an instant event per bad sample and per autotuner decision. Times are microseconds on the system-wide monotonic clock.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-_MAIN_TRACKS = {"transport": 1000, "wait": 1001, "preload": 1002, "read": 1003}
+_MAIN_TRACKS = {"transport": 1000, "wait": 1001, "preload": 1002, "read": 1003, "autotune": 1004}
 
 
 def trace_events(recorder: Any) -> list[dict]:
@@ -37,6 +37,12 @@ def trace_events(recorder: Any) -> list[dict]:
         # An instant where the main process learnt of it, on the track of the worker that met it.
         name = f"bad sample {record.index if record.index is not None else record.position} ({record.action})"
         events.append({"name": name, "ph": "i", "s": "t", "pid": pid, "tid": _tid(record.worker), "ts": at * 1e6, "args": record.as_json()})
+    for change, at in zip(getattr(recorder, "tuning", ()), getattr(recorder, "tuning_times", ())):
+        events.append({
+            "name": f"autotune: {change.workers} workers, prefetch {change.prefetch}", "ph": "i", "s": "p",
+            "pid": pid, "tid": _MAIN_TRACKS["autotune"], "ts": at * 1e6,
+            "args": {"batch": change.batch, "reason": change.reason},
+        })
     for start, end in recorder.waits:
         events.append(_slice("wait", pid, _MAIN_TRACKS["wait"], start, end))
     for start, end in recorder.preloads:

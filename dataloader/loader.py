@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from ._exec.pipeline import Pipeline
 from ._options import LoaderOptions
@@ -23,7 +23,11 @@ class DataLoader:
 
     The positional arguments are MegEngine's. ``num_workers=0`` makes batches
     in the calling process; ``num_workers > 0`` in worker processes that hand
-    them back through shared memory. Each ``iter(loader)`` is a new epoch.
+    them back through shared memory; ``num_workers="auto"`` in as many as keep the
+    training loop fed, grown and shrunk while it runs (and the prefetch depth with them, unless
+    ``prefetch_factor`` is an int): the batches and their order are those of any fixed count.
+    ``loader.stats().tuning`` says what it chose and why (docs/autotune.md). Each
+    ``iter(loader)`` is a new epoch.
     Keyword-only options use PyTorch's names where PyTorch has one.
 
     A sample whose fetch or transform fails raises its error by default (``on_error="raise"``),
@@ -47,12 +51,12 @@ class DataLoader:
         sampler: Any = None,
         transform: Any = None,
         collator: Any = None,
-        num_workers: int = 0,
+        num_workers: int | Literal["auto"] = 0,
         timeout: float = 0,
         preload: bool = False,
         parallel_stream: bool = False,
         *,
-        prefetch_factor: int | None = None,
+        prefetch_factor: int | Literal["auto"] | None = None,
         batches_per_message: int | None = None,
         persistent_workers: bool = False,
         multiprocessing_context: Any = None,

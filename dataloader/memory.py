@@ -24,8 +24,8 @@ from .errors import SharedMemoryError
 
 __all__ = [
     "CgroupMemory", "MemoryRoom", "ShmRoom", "TreeMemory", "WorkerMemoryEstimate",
-    "available_cpus", "cgroup_memory", "check_shm", "check_worker_memory", "cpu_quota",
-    "describe_oom", "describe_shm", "memory_room", "process_tree_memory", "shm_room",
+    "available_cpus", "cgroup_cpu_seconds", "cgroup_memory", "check_shm", "check_worker_memory",
+    "cpu_quota", "describe_oom", "describe_shm", "memory_room", "process_tree_memory", "shm_room",
 ]
 
 logger = logging.getLogger("dataloader")
@@ -241,6 +241,18 @@ def cpu_quota(proc_root: str = "/proc") -> float | None:
         return None
     quotas = [q for d in _up_to_mount(group) if (q := _quota_at(d, group.version)) is not None]
     return min(quotas) if quotas else None
+
+
+def cgroup_cpu_seconds(proc_root: str = "/proc") -> float | None:
+    """CPU seconds the cgroup has used (v2 ``cpu.stat`` usage_usec, v1 ``cpuacct.usage``)."""
+    group = _find_group(proc_root, "cpuacct")  # v1 "cpuacct" or "cpu,cpuacct"; else the v2 group
+    if group is None:
+        return None
+    if group.version == 2:
+        usec = _read_stat(os.path.join(group.directory, "cpu.stat"), "usage_usec")
+        return None if usec is None else usec / 1e6
+    nsec = _read_int(os.path.join(group.directory, "cpuacct.usage"))
+    return None if nsec is None else nsec / 1e9
 
 
 def available_cpus(proc_root: str = "/proc") -> int:

@@ -150,6 +150,26 @@ class StageSummary:
 
 
 @dataclass(frozen=True)
+class TuningChange:
+    """One decision of the autotuner (``num_workers="auto"``): the settings from then on and why.
+
+    ``batch`` is the count of batches handed out when it was made, ``seconds`` the time since
+    the epoch started; ``workers`` and ``prefetch`` are the settings after it.
+    """
+
+    batch: int
+    seconds: float
+    workers: int
+    prefetch: int
+    reason: str
+
+    def describe(self) -> str:
+        """One line: "2 -> 3 workers at batch 140 (1.9 s): the loop waited 38% of ..."."""
+        head, _, tail = self.reason.partition(": ")
+        return f"{head} at batch {self.batch} ({self.seconds:.1f} s): {tail}" if tail else f"{head} at batch {self.batch}"
+
+
+@dataclass(frozen=True)
 class Stats:
     """A snapshot of one epoch so far. ``verdict`` names the bottleneck and the knob."""
 
@@ -167,6 +187,8 @@ class Stats:
     # records of the first of them (SampleFailure: index, stage, exception, worker).
     failed_samples: int = 0
     failures: tuple[Any, ...] = ()
+    # What the autotuner (num_workers="auto") decided this epoch, oldest first.
+    tuning: tuple[TuningChange, ...] = ()
 
     def table(self) -> str:
         """The stage timings as an aligned text table, with the summary and the verdict."""
@@ -184,6 +206,9 @@ class Stats:
         if self.failed_samples:
             actions = sorted({record.action for record in self.failures})
             lines.append(f"bad samples: {self.failed_samples} failed ({', '.join(actions)}); first: {self.failures[0].describe()}")
+        if self.tuning:
+            changes = len(self.tuning)
+            lines.append(f"autotune: {changes} decision{'s' * (changes != 1)}; latest: {self.tuning[-1].describe()}")
         lines.append(f"verdict: {self.verdict}")
         return "\n".join(lines)
 
@@ -215,19 +240,29 @@ class Recorder:
         self._reported = (0, self.started)  # batches handed out and time at the latest report
         self.pids: dict[int, int] = {}
         self.shared_memory: Callable[[], int] = lambda: 0
+        # The autotuner: what it decided, the worker counts over time, and its meter (told of
+        # every batch made and handed out).
+        self.tuning: list[TuningChange] = []
+        self.tuning_times: list[float] = []
+        self._pool_sizes: list[tuple[float, int]] = []  # (perf_counter, workers from then on)
+        self.meter: Any = None
         self._written = False
         self._cores = os.cpu_count() or 1
 
     def batch_made(
-        self, worker: int, index: int, times: Any, received: float | None = None, transport: float = 0.0
+        self, worker: int, index: int, times: Any, received: float | None = None, transport: float = 0.0,
+        nbytes: int = 0,
     ) -> None:
-        """Batch ``index`` was made by ``worker`` (-1: this process) and reached the executor at ``received``."""
+        """Batch ``index`` was made by ``worker`` (-1: this process) and reached the executor at
+        ``received``, ``nbytes`` long in transit."""
         if times is None:
             return
         # (worker, index, start, fetched, transformed, collated, samples, received, transport)
         self.batches.append((worker, index, *times, times[3] if received is None else received, transport))
         if len(self.batches) >= self._fold_at:
             self._fold("batches")
+        if self.meter is not None:
+            self.meter.made(times[3] - times[0], nbytes)
 
     def samples_failed(self, records: tuple[Any, ...]) -> None:
         """Samples of a batch failed and were left out or replaced; raises
@@ -256,9 +291,19 @@ class Recorder:
         if len(self.reads) >= self._fold_at:
             self._fold("reads")
 
+    def tuned(self, change: TuningChange, at: float) -> None:
+        """The autotuner changed the settings at ``at`` (``perf_counter``)."""
+        self.tuning.append(change)
+        self.tuning_times.append(at)
+        if not self._pool_sizes or self._pool_sizes[-1][1] != change.workers:
+            self._pool_sizes.append((at, change.workers))
+        self.num_workers = change.workers
+
     def waited(self, start: float, end: float) -> None:
         self.waits.append((start, end))
         self.handed_out += 1
+        if self.meter is not None:
+            self.meter.waited(end - start)
         if len(self.waits) >= self._fold_at:
             self._fold("waits")
         if self._reporting and self._report_due(end) and logger.isEnabledFor(logging.INFO):
@@ -333,7 +378,8 @@ class Recorder:
         busy = sum(stages[name].total for name in ("fetch", "transform", "collate") if name in stages)
         # Measured from the first batch's start: worker start-up is not idleness.
         span = last_end - first if last_end > first else 0.0
-        utilization = min(1.0, busy / (self.num_workers * span)) if self.num_workers and span > 0 else None
+        capacity = _worker_seconds(self._pool_sizes, first, last_end) if self._pool_sizes else self.num_workers * span
+        utilization = min(1.0, busy / capacity) if self.num_workers and capacity > 0 else None
         waited = stages.get("wait")
         stats: dict[str, Any] = dict(
             batches=waited.count if waited else 0,
@@ -347,8 +393,11 @@ class Recorder:
             stages=stages,
         )
         book = self.book
+        said = verdict(stats, self._cores)
+        if self.tuning and "num_workers" in said:
+            said += " (num_workers='auto' sizes the pool itself: its latest decision says why it is this size)"
         return Stats(
-            **stats, verdict=verdict(stats, self._cores), failed_samples=book.count, failures=tuple(book.records)
+            **stats, verdict=said, failed_samples=book.count, failures=tuple(book.records), tuning=tuple(self.tuning),
         )
 
 
@@ -387,6 +436,17 @@ def _columns(batches: list[tuple[Any, ...]], transport: bool) -> tuple[dict[str,
         "transport": list(moved) if transport else [],
     }
     return durations, _Sums({}, sum(samples), min(start), max(collated))
+
+
+def _worker_seconds(sizes: list[tuple[float, int]], start: float, end: float) -> float:
+    """Worker-seconds between ``start`` and ``end`` of a pool sized ``sizes`` (from each time on)."""
+    total = 0.0
+    for (at, count), (until, _) in zip(sizes, [*sizes[1:], (end, 0)]):
+        low, high = max(at, start), min(until, end)
+        if high > low:
+            total += count * (high - low)
+    before = sizes[0][0] - start  # the first size holds from the epoch's start
+    return total + (sizes[0][1] * min(before, end - start) if before > 0 else 0.0)
 
 
 def _spans(spans: list[tuple[float, float]]) -> list[float]:

@@ -8,6 +8,7 @@ import multiprocessing.resource_tracker
 
 import pytest
 
+from dataloader._tune import tuner as tuner_module
 from tests.harness import LeakCheck
 
 
@@ -31,6 +32,14 @@ def no_leaks():
     yield check
     gc.collect()
     check.check()
+
+
+@pytest.fixture
+def tuned_every_batch(monkeypatch):
+    """num_workers="auto": the autotuner decides after every batch handed out (once the workers
+    it added last have started), so the pool changes size however short the run."""
+    monkeypatch.setattr(tuner_module, "WINDOW_SECONDS", 0.0)
+    monkeypatch.setattr(tuner_module, "WINDOW_BATCHES", 1)
 
 
 @pytest.fixture(params=["fork", "spawn", "forkserver"])

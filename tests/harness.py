@@ -64,9 +64,10 @@ def assert_same_batches(a: list, b: list) -> None:
 
 
 def assert_parallel_equals_serial(
-    make_loader: Callable[..., Iterable], worker_counts: Iterable[int] = (1, 2), **kwargs: Any
+    make_loader: Callable[..., Iterable], worker_counts: Iterable[int | str] = (1, 2), **kwargs: Any
 ) -> list:
-    """``make_loader(num_workers=n, **kwargs)`` yields the same batches for n = 0 and each count."""
+    """``make_loader(num_workers=n, **kwargs)`` yields the same batches for n = 0 and each count
+    (or "auto")."""
     serial = collect(make_loader(num_workers=0))
     assert serial, "the serial loader produced no batch; the comparison would prove nothing"
     for count in worker_counts:

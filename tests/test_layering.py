@@ -17,7 +17,7 @@ LAYERS = [
     {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local", "_digest"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
      "image_folder", "callable_source", "columnar", "_options", "hooks"},
-    {"_stages", "_transport", "raydata"},
+    {"_stages", "_transport", "raydata", "_tune"},
     {"_workers", "_device"},
     {"_exec"},
     {"loader", "buffer", "__init__", "__main__", "_cli", "bench"},

@@ -59,6 +59,9 @@ from dataloader import (
 from dataloader.errors import ArgumentTypeError, ArgumentValueError
 from dataloader.transform import Transform
 
+# num_workers="auto" sides resize their pools after every batch (see the fixture).
+pytestmark = pytest.mark.usefixtures("tuned_every_batch")
+
 # Process workers in the property test: fork where the platform has it (cheapest to start).
 _FORK = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
 
@@ -168,7 +171,7 @@ def _build(case: dict, side: dict) -> DataLoader:
         seed=3, repeats=case["repeats"], in_order=case["in_order"], timeout=case["timeout"],
         transform=_Noise() if case["noise"] else None, num_workers=side["workers"],
         worker_type=side["type"], prefetch_factor=side["prefetch"], preload=side["preload"],
-        buffer_size=side["buffer"], persistent_workers=side["persistent"] and side["workers"] > 0,
+        buffer_size=side["buffer"], persistent_workers=side["persistent"] and side["workers"] != 0,
     )
     if side["workers"] and side["type"] == "process":
         options["multiprocessing_context"] = _FORK
@@ -250,12 +253,14 @@ def _assert_same_run(got: list, expected: list, exact: bool) -> None:
 
 # -- the property -------------------------------------------------------------------------------
 
+
+
 # Mostly no workers or thread workers (cheap); process workers now and then.
 _SIDES = st.builds(
     lambda workers_type, **side: {"workers": workers_type[0], "type": workers_type[1], **side},
     workers_type=st.sampled_from(
         [(0, "process")] * 4 + [(1, "thread"), (2, "thread"), (2, "thread"), (4, "thread")]
-        + [(1, "process"), (2, "process")]
+        + [(1, "process"), (2, "process"), ("auto", "thread"), ("auto", "process")]
     ),
     prefetch=st.sampled_from([1, 2, 4]),
     preload=st.booleans(),

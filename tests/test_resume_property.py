@@ -28,9 +28,14 @@ configs = st.fixed_dictionaries({
     "buffer": st.sampled_from([0, 7]),
     "files": st.sampled_from([1, 2]),
     "world": st.sampled_from([(1, 0), (2, 0), (2, 1)]),
-    "workers": st.sampled_from([0, 2]),
+    "workers": st.sampled_from([0, 2, "auto"]),
     "parallel": st.booleans(),
 })
+
+
+
+# num_workers="auto" resizes its pool after every batch (see the fixture).
+pytestmark = pytest.mark.usefixtures("tuned_every_batch")
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +73,7 @@ def _build(config: dict, folders: dict[int, Path], workers: int | None = None) -
         folders[config["files"]], shuffle=config["shuffle"], seed=config["seed"] or 0,
         shuffle_buffer=config["buffer"], world_size=world_size, rank=rank,
     )
-    parallel = config["parallel"] and config["workers"] > 0  # then every loader of it has workers
+    parallel = config["parallel"] and config["workers"] != 0  # then every loader of it has workers
     return DataLoader(
         stream, StreamSampler(batch_size=BATCH), transform=lambda row: row["id"], num_workers=workers,
         parallel_stream=parallel, seed=config["seed"],
@@ -102,14 +107,14 @@ def _saved(loader: DataLoader, cut: int, how: str) -> tuple[list, dict]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(config=configs, cut=st.integers(1, 6), how=st.sampled_from(["inside", "after break", "before first"]),
-       other_workers=st.sampled_from([0, 2]))
+       other_workers=st.sampled_from([0, 2, "auto"]))
 def test_an_equivalent_loader_resumes_exactly(folders, config, cut, how, other_workers):
     loader = _build(config, folders)
     whole = _two_epochs(loader)
     head, state = _saved(loader, cut, how)
     state = json.loads(json.dumps(state))
     # A stream read by each worker resumes only with as many workers; anything else may differ.
-    parallel = config["kind"] == "parquet" and config["parallel"] and config["workers"] > 0
+    parallel = config["kind"] == "parquet" and config["parallel"] and config["workers"] != 0
     resumed = _build(config, folders, workers=config["workers"] if parallel else other_workers)
     if config["seed"] is None and config["kind"] == "map":
         assert isinstance(state["base_seed"], int)

@@ -5,4 +5,5 @@
 - ``bench``: the :mod:`dataloader.bench` workloads against PyTorch.
 - ``doctor``: what this machine allows, and the settings it suggests.
 - ``convert``: an ImageFolder directory or an .npz file as Parquet shards.
+- ``tune``: a user's own dataset timed with a range of settings and with ``num_workers="auto"``.
 """

@@ -24,7 +24,8 @@ class Dispatcher:
     A worker has at most ``messages_ahead`` (``prefetch_factor``) messages' worth of tasks
     outstanding, and the epoch at most ``messages_ahead * num_workers`` messages' worth in
     flight or made and not yet handed out: finished batches waiting for a slow earlier one
-    count, so they cannot pile up without bound.
+    count, so they cannot pile up without bound. The autotuner may change ``messages_ahead``
+    and the workers (a worker ``leaving`` finishes what it has and gets nothing more).
     When workers read their own stream shards, a worker whose stream has ended gets no more
     tasks, and the epoch ends when every worker's has; in a resumed epoch, each one's first task
     says how many batches of its shard to drop first (``skips``).
@@ -47,8 +48,8 @@ class Dispatcher:
     ) -> None:
         self._workers = pool.workers
         self._tasks = tasks
-        self._per_worker = messages_ahead
-        self._limit = messages_ahead * (len(pool.workers) - len(pool.retired))
+        self.messages_ahead = messages_ahead  # the prefetch depth; the autotuner may change it
+        self.leaving: set[int] = set()  # workers that get no more tasks (the pool shrinks)
         self._releases = releases
         self._send = send
         self._rotation = itertools.count()
@@ -72,7 +73,8 @@ class Dispatcher:
         """Send tasks while there is room; each message carries its worker's pending releases."""
         while not self.exhausted:
             size = self.group.size
-            if self.in_flight + self.ready + size > self._limit * size:
+            open_workers = len(self._workers) - len(self.retired) - len(self.leaving)
+            if self.in_flight + self.ready + size > self.messages_ahead * open_workers * size:
                 break
             worker = self._in_turn() if self._rotate else self._least_busy(size)
             if worker is None:
@@ -134,7 +136,7 @@ class Dispatcher:
         # Among the least busy, one with segments to free: they ride on its task.
         released = self._releases.pending
         best = min(open_, key=lambda w: (len(w.outstanding), w.id not in released))
-        return best if len(best.outstanding) + size <= self._per_worker * size else None
+        return best if len(best.outstanding) + size <= self.messages_ahead * size else None
 
     def _in_turn(self) -> Handle | None:
         """The next open worker in the rotation if it has room; None while it has none (the
@@ -144,13 +146,13 @@ class Dispatcher:
             worker = self._workers[(self._turn + step) % count]
             if self._is_open(worker):
                 self._turn = (self._turn + step) % count  # closed workers stay closed: skip them for good
-                return worker if len(worker.outstanding) < self._per_worker else None
+                return worker if len(worker.outstanding) < self.messages_ahead else None
         self.exhausted = True
         return None
 
     def _is_open(self, worker: Handle) -> bool:
-        """Neither replaced nor known to have ended its stream."""
-        return worker.id not in self._ended and worker.id not in self.retired
+        """Neither replaced, stopped or leaving, nor known to have ended its stream."""
+        return worker.id not in self._ended and worker.id not in self.retired and worker.id not in self.leaving
 
     def _next_tasks(self, size: int) -> list[BatchTask]:
         """Up to ``size`` tasks; fewer only at the end of the epoch."""

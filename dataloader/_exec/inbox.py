@@ -76,7 +76,7 @@ class Inbox:
         # Encoding in the worker plus decoding here; time spent queued in the socket
         # while the consumer was busy is not the transport's cost.
         cost = (end - start) + (max(0.0, message.sent - times.collated) if times and message.sent else 0.0)
-        self._recorder.batch_made(worker.id, message.index, times, end, cost)
+        self._recorder.batch_made(worker.id, message.index, times, end, cost, payload.nbytes)
         if message.failures:
             self._recorder.samples_failed(message.failures)
 
@@ -115,6 +115,7 @@ class Inbox:
     def _answers_this_epoch(self, worker: Handle, message: BatchDone | BatchFailed | BatchLeftOut | StreamEnded) -> bool:
         """Strike the task off the worker's list; True (and counted answered) if it is of this epoch."""
         worker.outstanding.pop((message.epoch, message.index), None)
+        worker.answered += 1
         if message.epoch != self._epoch:
             return False
         self._dispatcher.answered()

@@ -6,8 +6,9 @@ prefetch limits (``dispatch.py``), :class:`Releases` carries the
 segments of dropped batches back to their workers (``releases.py``), the :class:`Waiter`
 blocks on every worker's socket and exit and the wake-up pipe at once (``waiting.py``), the
 :class:`Inbox` handles what workers send (``inbox.py``), :class:`OverflowGrants` lets a
-worker with full shared memory send inline (``overflow.py``), and :func:`timeout_error`
-says what each worker was doing when no batch came (``timeout_report.py``).
+worker with full shared memory send inline (``overflow.py``), :func:`timeout_error`
+says what each worker was doing when no batch came (``timeout_report.py``), and the
+:class:`PoolResizer` grows and shrinks the pool for the autotuner (``resizing.py``).
 
 Another thread may close the epoch while one waits in ``next()``: :class:`Occupancy` makes the
 closer wake the waiting thread (the waiter's wake-up pipe) and tear down only once it has left.
@@ -37,6 +38,7 @@ from .reorder import ReorderBuffer
 from .sender import Sender
 from .timeout_report import timeout_error
 from .recovery import recovery_for
+from .resizing import PoolResizer
 from .waiting import Waiter
 
 
@@ -64,6 +66,7 @@ class ParallelExecutor(Stage):
         owner: Any = None,
         resume: Resume | None = None,
         worker_streams: bool = False,
+        tuner: Any = None,
     ) -> None:
         super().__init__(tasks)
         self._owner = owner
@@ -91,6 +94,9 @@ class ParallelExecutor(Stage):
         self._recovery = recovery_for(
             pool, epoch, self._waiter, self._dispatcher, self._releases, options, worker_streams
         )
+        self.resizer = PoolResizer(pool, self._dispatcher, self._waiter, self._releases)
+        # num_workers="auto": told of every batch handed out; sizes the pool through the resizer.
+        self._tuner = tuner.attach(self.resizer, self._recorder, self._worker_pids) if tuner else None
 
     def __next__(self) -> Any:
         if not self._occupancy.enter():
@@ -112,6 +118,8 @@ class ParallelExecutor(Stage):
             found, value = self._reorder.pop()
             if found:
                 index, worker = self._reorder.last
+                if self._tuner is not None:
+                    self._tuner.tick()
                 self._dispatcher.handed_out()
                 self._releases.send_all()
                 if isinstance(value, Failure):
@@ -126,6 +134,8 @@ class ParallelExecutor(Stage):
                     deadline = time.monotonic() + self._timeout
                 if not self._waiter.wait(deadline):
                     raise timeout_error(self._pool, self._timeout)
+                if self._dispatcher.leaving:
+                    self.resizer.settle()
             except WorkerDiedError as error:
                 # A sample that kills its worker, under on_error="skip"/"replace": found, and a
                 # fresh worker makes the dead one's batches without it (see recovery.py).
@@ -133,6 +143,11 @@ class ParallelExecutor(Stage):
                     _name_indices(error, self._pool)
                     raise
                 deadline = None
+
+    def _worker_pids(self) -> list[int]:
+        """The pids of the workers that take tasks (the tuner measures their memory)."""
+        retired = self._pool.retired
+        return [worker.pid for worker in self._pool.workers if worker.id not in retired]
 
     def close(self) -> None:
         self.closed = True

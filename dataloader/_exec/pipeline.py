@@ -34,6 +34,7 @@ from .._stages.streams import timed_reads
 from .._validate import warn_argument
 from ..errors import ArgumentValueError, ResumeWarning
 from .._failure_book import FailureBook
+from .._tune.tuner import Autotuner
 from ..monitor import MonitorSettings, Recorder, Stats
 from ..rng import draw_seed
 from ..transform._base import split_batch_transforms
@@ -66,6 +67,8 @@ class Pipeline:
             batch_transforms=batch_transforms,
         )
         self.source = build_source(dataset, sampler, options)
+        # num_workers="auto" or prefetch_factor="auto": the settings carry over from epoch to epoch.
+        self._tuner = _autotuner(options, self.source) if options.tune_workers or options.tune_depth else None
         self.epoch = 0
         self._pool: Any = None  # persistent workers, when they outlive an epoch
         self._last_iterator: Any = None
@@ -90,7 +93,7 @@ class Pipeline:
         settings = MonitorSettings.from_env()
         settings.make_visible()
         book = FailureBook(options.error_limit, options.error_log_path())
-        recorder = Recorder(options.num_workers, settings, options.worker_type, book=book)
+        recorder = Recorder(self._worker_count(), settings, options.worker_type, book=book)
         # Nothing reads ahead or echoes after the Tally, and batches come by task index with no
         # worker counts to keep: the position only counts (see Position).
         counting = (
@@ -208,7 +211,7 @@ class Pipeline:
         """What consecutive epochs share, in words ('' if nothing: they are independent)."""
         options = self.spec.options
         shared = []
-        if options.num_workers and (options.persistent_workers or self.source.worker_restart):
+        if options.parallel and (options.persistent_workers or self.source.worker_restart):
             shared.append("persistent workers")
         if options.epoch_size is not None:
             shared.append("fixed-size feed (epoch_size)")
@@ -227,7 +230,7 @@ class Pipeline:
         tasks = self.source.tasks(epoch, resume)
         if self.source.reads_stream_here:
             tasks = timed_reads(tasks, recorder.read)
-        if options.num_workers == 0:
+        if not options.parallel:
             maker = BatchMaker(
                 spec.dataset, spec.transform, spec.collator, spec.base_seed, restore_random_state=True,
                 policy=spec.error_policy(), hooks=options.hooks,
@@ -236,12 +239,22 @@ class Pipeline:
         pool = self._persistent_pool()
         owns_pool = pool is None
         if owns_pool:
-            pool = start_pool(spec, self.source)
+            pool = self._start_pool()
         on_close = pool.shutdown if owns_pool else None  # a persistent pool outlives the epoch
         return ParallelExecutor(
             pool, tasks, epoch, options, on_close, recorder, owner=self, resume=resume,
-            worker_streams=self.source.worker_batch_size is not None,
+            worker_streams=self.source.worker_batch_size is not None, tuner=self._tuner,
         )
+
+    def _worker_count(self) -> int:
+        """Workers an epoch starts with: the option, or where tuned, what the tuner holds now."""
+        if self._tuner is not None:
+            return self._tuner.settings.workers
+        return int(self.spec.options.num_workers)
+
+    def _start_pool(self) -> Any:
+        most = self._tuner.limits.max_workers if self._tuner is not None else None
+        return start_pool(self.spec, self.source, self._worker_count(), most)
 
     def _persistent_pool(self) -> Any:
         """The pool that outlives epochs (started on first use), or None when each epoch starts its own.
@@ -256,7 +269,7 @@ class Pipeline:
                 self._pool.shutdown()  # a worker died last epoch: start afresh rather than fail forever
                 self._pool = None
         if self._pool is None:
-            self._pool = start_pool(self.spec, self.source)
+            self._pool = self._start_pool()
         return self._pool
 
     def _consumer_stages(self, upstream: Any, recorder: Recorder, position: Position) -> tuple[Any, Buffered | None]:
@@ -274,10 +287,23 @@ class Pipeline:
         for transform in spec.batch_transforms:
             upstream = MapBatches(upstream, transform.apply)
         if options.repeats > 1:
-            if options.num_workers == 0 and not (options.preload or options.buffer_size):
+            if not options.parallel and not (options.preload or options.buffer_size):
                 upstream = Buffered(upstream, 1, False)  # make the next batch while echoing this one
             upstream = Echo(upstream, options.repeats, position)
         return upstream, buffer
+
+
+def _autotuner(options: LoaderOptions, source: Any) -> Autotuner:
+    """The tuner of a loader with num_workers="auto" or prefetch_factor="auto". Workers that
+    read their own stream shards keep their count (it decides the shards): only the depth is tuned."""
+    fixed = source.stream_workers
+    return Autotuner(
+        workers=options.tune_workers and fixed is None,
+        depth=options.tune_depth,
+        fixed_workers=fixed or (0 if options.tune_workers else int(options.num_workers)),
+        fixed_depth=options.messages_ahead,
+        threads=options.worker_type == "thread",
+    )
 
 
 def _closed_watch(pipeline: Pipeline) -> Any:

@@ -21,13 +21,14 @@ _MIN_WORKER_BUDGET = 16 * 2**20
 _pool_ids = itertools.count()
 
 
-def start_pool(spec: PipelineSpec, source: Source) -> WorkerPool | ThreadWorkerPool:
-    """Start the loader's workers (after checking memory room, for processes)."""
+def start_pool(spec: PipelineSpec, source: Source, count: int, most: int | None = None) -> WorkerPool | ThreadWorkerPool:
+    """Start ``count`` workers (after checking memory room, for processes). ``most``: the
+    most the pool may grow to (the autotuner's bound), which the memory budget is split by."""
     options = spec.options
-    count = options.num_workers
     threads = options.worker_type == "thread"  # no shared memory: no budget, no room to check
     room = None if threads else memory_room()
-    per_worker = 0 if threads else _per_worker_budget(options.shm_budget, count, room)
+    most = max(count, most or count)
+    per_worker = 0 if threads else _per_worker_budget(options.shm_budget, most, room)
     name = f"dataloader-{os.getpid()}-{next(_pool_ids)}"
     boots = [
         WorkerBoot(
@@ -52,7 +53,7 @@ def start_pool(spec: PipelineSpec, source: Source) -> WorkerPool | ThreadWorkerP
         return ThreadWorkerPool(boots)
     check_worker_memory(count, None, per_worker * count, room=room)
     if not hasattr(os, "memfd_create"):  # segments then live in /dev/shm
-        check_shm(per_worker * count)
+        check_shm(per_worker * most)
     return WorkerPool(boots, options.context())
 
 

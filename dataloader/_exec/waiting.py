@@ -108,19 +108,27 @@ class Waiter:
 
     def replace_worker(self, dead: Handle, new: Handle) -> None:
         """Stop watching ``dead`` (its last words were read) and watch ``new`` instead."""
-        for fd in (dead.conn.fileno(), dead.sentinel):
+        self.unwatch(dead)
+        self.watch(new)
+
+    def watch(self, worker: Handle) -> None:
+        """Watch ``worker`` too (a new one: a replacement, or a larger pool)."""
+        self._watched[worker.conn.fileno()] = ("message", worker)
+        self._watched[worker.sentinel] = ("exit", worker)
+        self._poller.register(worker.conn.fileno(), select.POLLIN)
+        self._poller.register(worker.sentinel, select.POLLIN)
+        self._has_message[worker.id] = _poller(worker.conn.fileno())
+
+    def unwatch(self, worker: Handle) -> None:
+        """Stop watching ``worker`` (dead, or stopped and exited)."""
+        for fd in (worker.conn.fileno(), worker.sentinel):
             self._watched.pop(fd, None)
             self._writing.discard(fd)
             try:
                 self._poller.unregister(fd)
             except KeyError:
                 pass
-        self._has_message.pop(dead.id, None)
-        self._watched[new.conn.fileno()] = ("message", new)
-        self._watched[new.sentinel] = ("exit", new)
-        self._poller.register(new.conn.fileno(), select.POLLIN)
-        self._poller.register(new.sentinel, select.POLLIN)
-        self._has_message[new.id] = _poller(new.conn.fileno())
+        self._has_message.pop(worker.id, None)
 
     def wake(self) -> None:
         """Make a ``wait()`` in another thread return now (the epoch is being closed)."""
@@ -172,8 +180,16 @@ class Waiter:
         drained first (it may have sent an error just before), then reported dead."""
         exits = []
         for fd, events in ready:
-            kind, worker = self._watched[fd]
-            if kind == "message":
+            entry = self._watched.get(fd)
+            if entry is None:
+                continue  # a stopped worker's socket, closed earlier in this round
+            kind, worker = entry
+            if worker is not None and worker.id in self._pool.stopped:
+                if kind == "exit":
+                    exits.append(worker)
+                elif fd in self._watched:
+                    self._last_words(worker)
+            elif kind == "message":
                 if events & select.POLLOUT:
                     self._flush(worker)
                 if events & ~select.POLLOUT:  # a message, or the worker's end closed
@@ -184,6 +200,30 @@ class Waiter:
                 self._releases.collect()
             # "stop": the executor sees that it is stopping as soon as this wait returns
         for worker in exits:
+            if worker.id in self._pool.stopped:
+                self._reap(worker)
+                continue
             self.drain(worker)
             self._pool.raise_if_dead(worker)
         return bool(ready)
+
+    def _last_words(self, worker: Handle) -> None:
+        """Read what a worker asked to stop still says (a segment retired) until its end
+        closes; then stop watching its socket (its exit, :meth:`_reap`, comes next)."""
+        has_message = self._has_message.get(worker.id)
+        try:
+            while has_message is not None and has_message.poll(0):
+                self._inbox.handle(worker, self._pool.receive(worker))
+        except (EOFError, OSError):
+            fd = worker.conn.fileno()
+            self._watched.pop(fd, None)
+            self._writing.discard(fd)
+            self._has_message.pop(worker.id, None)
+            self._poller.unregister(fd)
+
+    def _reap(self, worker: Handle) -> None:
+        """A worker asked to stop has exited: read its last words, and let the pool release it."""
+        if worker.conn.fileno() in self._watched:
+            self._last_words(worker)
+        self.unwatch(worker)
+        self._pool.reap(worker)

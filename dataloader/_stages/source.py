@@ -31,6 +31,7 @@ from .._digest import qualified_name
 from .._validate import warn_argument
 from ..callable_source import CallableSource
 from ..errors import ArgumentTypeError, ArgumentValueError, ResumeWarning
+from ..memory import available_cpus
 from ..sampler import MapSampler, batches_from, sampler_state, yields_valid_indices
 from .consumer import Reassemble
 from .kinds import is_stream
@@ -68,6 +69,8 @@ class Source:
 
     worker_batch_size: int | None = None
     worker_restart: bool = False
+    # Workers reading their own shards: how many there are (they cannot change mid-run).
+    stream_workers: int | None = None
     reads_stream_here: bool = False
     notes_tokens = False  # True: it keeps a token per batch, pruned by forget_before()
     # A state's task numbers mean nothing: each worker's count of batches says where it stands.
@@ -272,13 +275,14 @@ class WorkerStreamSource(Source):
 
     resumes_by_worker = True
 
-    def __init__(self, dataset: Any, batch_size: int) -> None:
+    def __init__(self, dataset: Any, batch_size: int, workers: int) -> None:
         self.dataset = dataset
         self.worker_batch_size = batch_size
+        self.stream_workers = workers  # fixed for the loader's life, num_workers="auto" included
 
     def order_fields(self, dataset: Any, options: Any) -> dict[str, Any]:
         # Each worker's shard depends on the worker count.
-        return {"stream_workers": options.num_workers, "stream": fingerprint(self.dataset)}
+        return {"stream_workers": self.stream_workers, "stream": fingerprint(self.dataset)}
 
     def tasks(self, epoch: int, resume: Resume | None = None) -> Iterator[BatchTask]:
         for index in itertools.count():
@@ -402,6 +406,7 @@ class FixedEpochs(Source):
         self.inner = inner
         self.epoch_size = epoch_size
         self.worker_batch_size = inner.worker_batch_size
+        self.stream_workers = inner.stream_workers
         # Workers reading their own streams keep them open across epochs, restarting at the end.
         self.worker_restart = inner.worker_batch_size is not None
         self.reads_stream_here = inner.reads_stream_here
@@ -589,9 +594,11 @@ def build_source(dataset: Any, sampler: Any, options: Any) -> Source:
         source = CallableTasks(dataset, sampler.batch_size)
     elif not is_stream(dataset):
         source = MapSource(sampler)
-    elif options.parallel_stream and options.num_workers > 0:
+    elif options.parallel_stream and options.parallel:
         _check_worker_readable(dataset)
-        source = WorkerStreamSource(dataset, stream_batch_size(dataset, sampler))
+        # Shards follow the worker count: "auto" picks it once, from the CPUs (one left for the loop).
+        workers = options.num_workers if isinstance(options.num_workers, int) else max(1, available_cpus() - 1)
+        source = WorkerStreamSource(dataset, stream_batch_size(dataset, sampler), workers)
     else:
         source = StreamSource(dataset, stream_batch_size(dataset, sampler), options.timeout)
     if options.epoch_size is not None:

@@ -28,6 +28,8 @@ class Handle:
     waiting: Any = field(default=None, kw_only=True)
     # Messages sent to it that free segments (to tell a stale WaitingForRoom from a live one).
     releases_sent: int = field(default=0, kw_only=True)
+    # Tasks it has answered (a worker the autotuner added counts as started after a few).
+    answered: int = field(default=0, kw_only=True)
 
     @property
     def pid(self) -> int:

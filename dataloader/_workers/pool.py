@@ -74,8 +74,11 @@ class WorkerPool:
         self._context = context
         self._alive_in, self._alive_out = context.Pipe(duplex=False)
         self._boots = {boot.worker_id: boot for boot in boots}  # to start a worker's replacement
-        self._spare_alive: list[Connection] = []  # the "parent alive" pipes of replacements
-        self.retired: set[int] = set()  # ids of dead workers that were replaced
+        # The "parent alive" pipes of workers started later (replacements, a larger pool), by id.
+        self._spare_alive: dict[int, Connection] = {}
+        self.retired: set[int] = set()  # ids of workers that get no more work: dead and replaced, or stopped
+        self.stopped: set[int] = set()  # of those, the ones asked to exit (a smaller pool)
+        self._reaped: set[int] = set()  # stopped, exited, and their descriptors closed
         self._stopping = False
         self.broken = False  # a worker died: a persistent loader must not reuse this pool
         self._pid = os.getpid()
@@ -95,23 +98,63 @@ class WorkerPool:
     def replace_worker(self, worker: WorkerHandle) -> WorkerHandle:
         """Start a worker in place of ``worker``, which died: it gets the next free id (its dead
         predecessor's segments may still be lent out under the old one) and the same boot."""
-        new_id = len(self.workers)
         old = self._boots[worker.id]
+        handle = self._start_another(old, f"{old.name}-r{len(self.workers)}")
+        self.retired.add(worker.id)
+        self.receiver.remove_worker(worker.id)  # batches still lent out keep their mappings
+        return handle
+
+    def add_worker(self) -> WorkerHandle:
+        """Start one more worker (the autotuner grows the pool): the next free id, the first
+        worker's boot."""
+        first = self._boots[self.workers[0].id]
+        return self._start_another(first, f"{first.name}-a{len(self.workers)}")
+
+    def stop_worker(self, worker: WorkerHandle) -> None:
+        """Ask ``worker``, which has nothing outstanding, to exit (the autotuner shrinks the
+        pool). It is retired at once: no task or release goes to it any more, and the segments
+        it lent out stay mapped until the user drops them. :meth:`reap` follows its exit."""
+        self.retired.add(worker.id)
+        self.stopped.add(worker.id)
+        worker.waiting = None
+        try:
+            worker.conn.send(Shutdown())
+            _flush_within(worker.conn, STOP_GRACE)
+        except OSError:
+            pass  # it is gone already: its sentinel says so
+        self.receiver.remove_worker(worker.id)
+
+    def reap(self, worker: WorkerHandle) -> None:
+        """Release what the pool holds of a stopped worker that has exited (or kill it, if it
+        has not within the grace period)."""
+        if worker.id in self._reaped:
+            return
+        self._reaped.add(worker.id)
+        _end_process(worker, STOP_GRACE)
+        alive = self._spare_alive.pop(worker.id, None)
+        if alive is not None:
+            alive.close()
+
+    def _start_another(self, template: WorkerBoot, name: str) -> WorkerHandle:
+        """Start a worker with the next free id from ``template``, the pool's other workers running."""
+        new_id = len(self.workers)
         alive_in, alive_out = self._context.Pipe(duplex=False)
-        self._spare_alive.append(alive_out)
+        self._spare_alive[new_id] = alive_out
         fork = self._context.get_start_method() == "fork"
         # Under fork the child inherits every "parent alive" write end: it must close them, or
         # no worker would see the main process die.
-        inherited = tuple(c.fileno() for c in (self._alive_out, *self._spare_alive)) if fork else ()
-        boot = replace(old, worker_id=new_id, name=f"{old.name}-r{new_id}", close_fds=old.close_fds + inherited)
+        inherited = tuple(c.fileno() for c in (self._alive_out, *self._spare_alive.values())) if fork else ()
+        live = len(self.workers) - len(self.retired) + 1
+        boot = replace(
+            template, worker_id=new_id, num_workers=live, name=name, close_fds=template.close_fds + inherited
+        )
         self._boots[new_id] = boot
         try:
-            handle = self._start(boot, alive_in)
+            with _heap_frozen() if fork else nullcontext():
+                handle = self._start(boot, alive_in)
         finally:
             alive_in.close()
         self.workers.append(handle)
-        self.retired.add(worker.id)
-        self.receiver.remove_worker(worker.id)  # batches still lent out keep their mappings
         return handle
 
     def boot_of(self, worker: WorkerHandle) -> WorkerBoot:
@@ -209,6 +252,8 @@ class WorkerPool:
         self.detached = True
         children = getattr(multiprocessing.process, "_children", None)
         for worker in self.workers:
+            if worker.id in self._reaped:
+                continue
             if children is not None:
                 children.discard(worker.process)  # else multiprocessing's exit handler kills it
             worker.conn.close()
@@ -217,7 +262,7 @@ class WorkerPool:
             if finalizer is not None:
                 finalizer()  # this process's copies of the sentinel pipes
         self._alive_out.close()
-        for spare in self._spare_alive:
+        for spare in self._spare_alive.values():
             spare.close()
         self.receiver.detach(self._pid)
 
@@ -227,27 +272,49 @@ class WorkerPool:
             return
         self._stopping = True
         for worker in self.workers:
+            if worker.id in self.stopped:
+                continue  # told already
             try:
                 worker.conn.send(Shutdown())
             except OSError:
                 pass
         self._alive_out.close()  # every worker's watchdog now sees EOF as well
-        for spare in self._spare_alive:
+        for spare in self._spare_alive.values():
             spare.close()
         deadline = time.monotonic() + STOP_GRACE
-        for worker in self.workers:
+        running = [worker for worker in self.workers if worker.id not in self._reaped]
+        for worker in running:
             worker.process.join(max(0.0, deadline - time.monotonic()))
-        for worker in self.workers:
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join(1.0)
-            worker.conn.close()
-            worker.stack_in.close()
-            if worker.process.exitcode is not None:
-                worker.process.close()
+        for worker in running:
+            _end_process(worker)
         if not self._alive_in.closed:
             self._alive_in.close()
         self.receiver.close()
+
+
+def _end_process(worker: WorkerHandle, grace: float = 0.0) -> None:
+    """Kill ``worker`` if it still runs after ``grace`` seconds, reap it, and close the pool's
+    descriptors of it."""
+    if grace and worker.process.is_alive():
+        worker.process.join(grace)
+    if worker.process.is_alive():
+        worker.process.kill()
+        worker.process.join(1.0)
+    worker.conn.close()
+    worker.stack_in.close()
+    if worker.process.exitcode is not None:
+        worker.process.close()
+
+
+def _flush_within(conn: Wire, seconds: float) -> None:
+    """Write what waits in ``conn`` (a worker with nothing outstanding reads at once), for at
+    most ``seconds``; what is left then is moot (the worker is killed when reaped)."""
+    deadline = time.monotonic() + seconds
+    while conn.unsent and not conn.flush():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        select.select([], [conn.fileno()], [], remaining)
 
 
 def death_message(worker_id: int, pid: int, exitcode: int | None) -> str:

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._local import set_worker_info
@@ -124,13 +124,43 @@ class ThreadWorkerPool:
 
     def __init__(self, boots: list[WorkerBoot]) -> None:
         self.receiver = Receiver()
+        self._boots = boots
         self.workers = [self._start(boot) for boot in boots]
         self._stopping = False
         self.broken = False
         self._pid = os.getpid()
         self.detached = False  # this process is a fork of the pool's: touch nothing shared
-        self.retired: set[int] = set()  # as the process pool's; a thread is never replaced
+        self.retired: set[int] = set()  # as the process pool's: threads asked to stop (never replaced)
+        self.stopped: set[int] = set()  # the same threads: stopped is how a thread is retired
+        self._reaped: set[int] = set()  # stopped, returned, and their channels closed
         watch(self)
+
+    def add_worker(self) -> ThreadHandle:
+        """Start one more thread (the autotuner grows the pool): the next id, the first boot."""
+        live = len(self.workers) - len(self.retired) + 1
+        boot = replace(self._boots[0], worker_id=len(self.workers), num_workers=live)
+        handle = self._start(boot)
+        self.workers.append(handle)
+        return handle
+
+    def stop_worker(self, worker: ThreadHandle) -> None:
+        """Ask ``worker``, which has nothing outstanding, to return (the pool shrinks); it gets
+        no more work. :meth:`reap` follows its exit."""
+        self.retired.add(worker.id)
+        self.stopped.add(worker.id)
+        try:
+            worker.conn.send(Shutdown())
+        except OSError:
+            pass
+
+    def reap(self, worker: ThreadHandle) -> None:
+        """Close the channels of a stopped thread that has returned (or stop waiting for one
+        stuck in user code: it closes them itself when it returns)."""
+        if worker.id in self._reaped:
+            return
+        self._reaped.add(worker.id)
+        worker.thread.join(STOP_GRACE)
+        worker.shared.finish()
 
     def _start(self, boot: WorkerBoot) -> ThreadHandle:
         shared = _Shared()
@@ -173,6 +203,8 @@ class ThreadWorkerPool:
         self.broken = True
         self.detached = True
         for worker in self.workers:
+            if worker.id in self._reaped:
+                continue
             for channel in worker.shared.channels:
                 channel.close()
         self.receiver.detach(self._pid)
@@ -181,13 +213,16 @@ class ThreadWorkerPool:
         if self._stopping:
             return
         self._stopping = True
-        for worker in self.workers:
+        running = [worker for worker in self.workers if worker.id not in self._reaped]
+        for worker in running:
+            if worker.id in self.stopped:
+                continue  # told already
             try:
                 worker.conn.send(Shutdown())
             except OSError:
                 pass
         deadline = time.monotonic() + STOP_GRACE
-        for worker in self.workers:
+        for worker in running:
             worker.thread.join(max(0.0, deadline - time.monotonic()))
             worker.shared.finish()
         self.receiver.close()

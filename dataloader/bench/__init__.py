@@ -3,7 +3,7 @@ floor of a process transport, a GPU's feed, and torchvision's transforms.
 
 Not imported by ``import dataloader``; torch, Pillow, OpenCV and matplotlib are imported only
 where a workload or an option needs them. The command lines are ``python -m dataloader
-bench`` (the main bench), ``python -m dataloader.bench.{floor,gpu,vision,columnar,raydata}`` (the
+bench`` (the main bench), ``python -m dataloader.bench.{floor,gpu,vision,columnar,raydata,autotune}`` (the
 others) and, in a checkout, their launchers ``python tools/bench*.py``. The files:
 
 - ``cli.py``: the main bench's entry: ``main(argv)``, ``run(config)``, ``report(config)``.
@@ -27,6 +27,9 @@ others) and, in a checkout, their launchers ``python tools/bench*.py``. The file
   against the plain reader, PyTorch, Hugging Face datasets and ImageFolder (``bench_columnar``).
 - ``raydata.py``: Ray Data's ``iter_batches`` against ``RayStream`` and this loader alone, and
   what ``RayStream`` adds per batch (``bench_ray``).
+- ``autotune.py``, ``autotune_runs.py``, ``autotune_measure.py``, ``autotune_report.py``:
+  ``num_workers="auto"`` against a sweep of fixed ``num_workers`` on five workloads, with its
+  targets (``bench_autotune``); ``autotune_measure.py`` also times ``python -m dataloader tune``.
 """
 
 from .cli import main, report, resummarize, run

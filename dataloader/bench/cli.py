@@ -139,19 +139,21 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
 
 # Benches with data and peers of their own, run by name as the first argument: ``bench columnar
 # --reps 3`` is ``python -m dataloader.bench.columnar --reps 3``. They are modules, imported on use.
-COMPANIONS = {"columnar": "columnar", "ray": "raydata"}
+COMPANIONS = {"columnar": "columnar", "ray": "raydata", "autotune": "autotune"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: measure (or re-read ``--from-json``), print, and write what was asked;
-    ``columnar ...`` or ``ray ...`` as the first arguments run that companion bench instead."""
+    ``columnar ...``, ``ray ...`` or ``autotune ...`` as the first arguments run that
+    companion bench instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMPANIONS:
         companion = importlib.import_module(f"{__package__}.{COMPANIONS[argv[0]]}")
         return companion.main(argv[1:])
     if any(name in COMPANIONS for name in _requested_workloads(argv)):
-        print("bench: the columnar and ray workloads run on their own, with their own options: "
-              "python -m dataloader bench columnar --help (or ray --help).", file=sys.stderr)
+        print("bench: the columnar, ray and autotune workloads run on their own, with their own "
+              "options: python -m dataloader bench columnar --help (or ray --help, autotune --help).",
+              file=sys.stderr)
         return 2
     try:
         config, args = parse_args(argv)

@@ -16,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from dataloader._cli import convert, demo, doctor
+from dataloader._cli import convert, demo, doctor, tune
 
 CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
@@ -58,9 +58,11 @@ DOCUMENTED = {
     "demo": lambda mp: command_parser(demo),
     "doctor": lambda mp: command_parser(doctor),
     "convert": lambda mp: command_parser(convert),
+    "tune": lambda mp: command_parser(tune),
     "bench": lambda mp: parser_of(bench_tool("cli"), mp),
     "bench columnar": lambda mp: parser_of(bench_tool("columnar"), mp),
     "bench ray": lambda mp: parser_of(bench_tool("raydata"), mp),
+    "bench autotune": lambda mp: parser_of(bench_tool("autotune"), mp),
 }
 
 
@@ -89,7 +91,7 @@ def command_line_options(text: str, command: str) -> set[str]:
     """The options on usage and example lines of ``python -m dataloader <command>``."""
     found: set[str] = set()
     # The command (not a longer one, nor bench's companions), then the line and its continuations.
-    usage = rf"^\$? ?python -m dataloader {command}(?![\w-])(?! (?:columnar|ray)\b)"
+    usage = rf"^\$? ?python -m dataloader {command}(?![\w-])(?! (?:columnar|ray|autotune)\b)"
     for line in re.findall(usage + r"(.*(?:\n {10,}.*)*)", text, re.M):
         found |= set(re.findall(r"(?<![\w-])(-{1,2}[a-z][\w-]*)", line.split("#")[0]))
     return found
@@ -107,17 +109,17 @@ def test_documented_options_are_the_parsers(name: str, monkeypatch: pytest.Monke
     assert not shown - real, f"`{name}`: usage or example lines name unknown options {shown - real}"
 
 
-TOOLS = ["cli", "columnar", "raydata", "floor", "gpu", "vision"]
+TOOLS = ["cli", "columnar", "raydata", "autotune", "floor", "gpu", "vision"]
 
 
-@pytest.mark.parametrize("name", ["demo", "doctor", "convert", *(f"bench.{t}" for t in TOOLS)])
+@pytest.mark.parametrize("name", ["demo", "doctor", "convert", "tune", *(f"bench.{t}" for t in TOOLS)])
 def test_every_option_has_help(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if name == "bench.vision":
         pytest.importorskip("cv2", reason="the vision bench needs OpenCV")
     if name.startswith("bench."):
         parser = parser_of(bench_tool(name.split(".", 1)[1]), monkeypatch)
     else:
-        parser = command_parser({"demo": demo, "doctor": doctor, "convert": convert}[name])
+        parser = command_parser({"demo": demo, "doctor": doctor, "convert": convert, "tune": tune}[name])
     silent = (None, "", argparse.SUPPRESS)
     bare = [a.option_strings or a.dest for a in parser._actions if a.help in silent]
     assert not bare, f"{name}: options without help text: {bare}"
@@ -129,5 +131,5 @@ def test_every_command_has_help(monkeypatch: pytest.MonkeyPatch) -> None:
     parser = parser_of(lambda: main(["doctor"]), monkeypatch)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert {c.dest: bool(c.help) for c in commands._choices_actions} == dict.fromkeys(
-        ["demo", "bench", "doctor", "convert"], True
+        ["demo", "bench", "doctor", "convert", "tune"], True
     )

@@ -28,18 +28,18 @@ def _assert_draws_vary(batches, keys=("py", "np")):
         assert len(np.unique(values, axis=0)) == len(values), f"`{key}` draws repeat"
 
 
-def test_seed_fixes_random_and_numpy_draws_for_any_num_workers(no_leaks, start_method):
+def test_seed_fixes_random_and_numpy_draws_for_any_num_workers(no_leaks, tuned_every_batch, start_method):
     make = functools.partial(_map_loader, RandomAugment(), seed=123, multiprocessing_context=start_method)
-    serial = assert_parallel_equals_serial(make, worker_counts=(1, 2))
+    serial = assert_parallel_equals_serial(make, worker_counts=(1, 2, "auto"))
     _assert_draws_vary(serial)
 
 
 @pytest.mark.parametrize("worker_type", ["process", "thread"])
-def test_seed_fixes_batch_rng_draws_for_any_num_workers_and_worker_type(no_leaks, worker_type):
+def test_seed_fixes_batch_rng_draws_for_any_num_workers_and_worker_type(no_leaks, tuned_every_batch, worker_type):
     make = functools.partial(
         _map_loader, RngAugment(), seed=77, worker_type=worker_type, multiprocessing_context="fork"
     )
-    serial = assert_parallel_equals_serial(make, worker_counts=(1, 2, 3))
+    serial = assert_parallel_equals_serial(make, worker_counts=(1, 2, 3, "auto"))
     _assert_draws_vary(serial, keys=("rng",))
 
 

@@ -198,10 +198,10 @@ def test_fixed_epochs_over_an_empty_source_is_a_clear_error():
 
 
 def test_fixed_epochs_over_worker_streams_ask_workers_to_keep_their_streams():
-    inner = WorkerStreamSource(Count(4), 2)
-    assert (inner.worker_batch_size, inner.worker_restart) == (2, False)
+    inner = WorkerStreamSource(Count(4), 2, 3)
+    assert (inner.worker_batch_size, inner.worker_restart, inner.stream_workers) == (2, False, 3)
     fixed = FixedEpochs(inner, 3)
-    assert (fixed.worker_batch_size, fixed.worker_restart) == (2, True)
+    assert (fixed.worker_batch_size, fixed.worker_restart, fixed.stream_workers) == (2, True, 3)
     assert [(t.epoch, t.index, t.samples) for t in fixed.tasks(5)] == [(5, i, None) for i in range(3)]
 
 

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("tool,option", [
     ("bench.py", "--from-json"), ("bench_floor.py", "--main-us"), ("bench_gpu.py", "--step-ms"),
     ("bench_vision.py", "--tune-malloc"), ("bench_columnar.py", "--rows"), ("bench_ray.py", "--cpus"),
+    ("bench_autotune.py", "--warmup"),
 ])
 def test_each_launcher_shows_its_tools_options(tool, option, tmp_path):
     done = subprocess.run(
@@ -25,7 +26,7 @@ def test_each_launcher_shows_its_tools_options(tool, option, tmp_path):
     assert option in done.stdout and "--reps" in done.stdout
 
 
-@pytest.mark.parametrize("name,option", [("columnar", "--rows"), ("ray", "--cpus")])
+@pytest.mark.parametrize("name,option", [("columnar", "--rows"), ("ray", "--cpus"), ("autotune", "--warmup")])
 def test_the_main_bench_runs_a_companion_named_first(name, option, capsys):
     from dataloader.bench.cli import main
 

@@ -1,0 +1,224 @@
+"""``python -m dataloader tune MODULE:FACTORY``: how fast your dataset loads with each
+``num_workers`` (and ``prefetch_factor``) on this machine, and what ``num_workers="auto"`` picks.
+
+``MODULE`` is imported as ``python -m`` would (the current directory first on the path);
+``FACTORY()`` returns a dataset, a ``(dataset, transform)`` pair, or a dict of DataLoader
+keyword arguments with at least ``dataset`` (its ``num_workers`` and ``prefetch_factor`` are
+replaced by each setting's; without ``sampler`` or ``batch_size``, ``--batch-size`` applies).
+Each setting runs one untimed batch and then ``--seconds`` timed, while the peak memory (PSS)
+of the process tree is sampled (:mod:`dataloader.bench.autotune_measure`). A spec that cannot
+be used is one line on stderr and exit code 2; a setting whose run raises shows its error in
+the table, and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import numbers
+import os
+import sys
+from typing import Any, Callable
+
+from .. import DataLoader
+from ..memory import available_cpus
+
+_MIB = 2.0**20
+_MAX_DEFAULT_SETTINGS = 8
+
+
+class _SpecError(Exception):
+    """MODULE:FACTORY cannot be used; the message says why, in one line."""
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "tune", help="time num_workers settings and num_workers='auto' on your dataset")
+    parser.add_argument(
+        "spec", metavar="MODULE:FACTORY",
+        help="FACTORY() in MODULE (importable from the current directory) returns a dataset, "
+        "(dataset, transform) or a dict of DataLoader keyword arguments with 'dataset'")
+    parser.add_argument("--batch-size", type=_positive_int, default=32, metavar="N",
+                        help="samples per batch, where the factory gives no sampler (default 32)")
+    parser.add_argument("--seconds", type=_positive_float, default=3.0, metavar="S",
+                        help="timed seconds per setting, after one batch (default 3)")
+    parser.add_argument("--workers", type=_int_list(0), metavar="N,N,...",
+                        help="fixed num_workers values (default 0,1,2,... up to 2 x usable CPUs, "
+                        f"at most {_MAX_DEFAULT_SETTINGS} values)")
+    parser.add_argument("--prefetch", type=_int_list(1), metavar="N,N,...",
+                        help="prefetch_factor values tried with each num_workers above 0 (default: the "
+                        "loader's default only)")
+    parser.add_argument("--json", metavar="PATH", help="also write every setting's run here")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        options = loader_options(load_factory(args.spec)(), args.spec, args.batch_size)
+    except _SpecError as error:
+        print(f"dataloader tune: {error}", file=sys.stderr)
+        return 2
+    from ..bench.measure import TreeMemorySampler  # the bench's parts, only for this command
+
+    workers = args.workers if args.workers is not None else default_workers(available_cpus())
+    # prefetch_factor means nothing without workers: num_workers=0 runs once
+    settings = [(w, p) for w in workers for p in (args.prefetch if w and args.prefetch else [None])]
+    settings.append(("auto", None))
+    print(f"tune {args.spec}: {args.seconds:g} s per setting after one batch; "
+          f"{available_cpus()} usable CPU(s)", flush=True)
+    with TreeMemorySampler() as sampler:
+        results = [_measure(options, w, p, args.seconds, sampler) for w, p in settings]
+    print(format_table(results))
+    if args.json:
+        from ..bench.output import write_json
+
+        write_json(args.json, {"spec": args.spec, "seconds": args.seconds, "runs": results})
+    return 1 if any(r["error"] for r in results) else 0
+
+
+def default_workers(cpus: int) -> list[int]:
+    """0, 1, 2, ... up to 2 x ``cpus``, at most :data:`_MAX_DEFAULT_SETTINGS` values."""
+    return list(range(min(2 * cpus + 1, _MAX_DEFAULT_SETTINGS)))
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    """``MODULE:FACTORY`` (FACTORY may be dotted: ``Class.method``), imported from the
+    current directory or the installed packages."""
+    module_name, colon, name = spec.partition(":")
+    if not colon or not module_name or not name:
+        raise _SpecError(f"expected MODULE:FACTORY (such as mydata:make); got {spec!r}")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (module_name + ".").startswith(error.name + "."):
+            raise  # the module was found; something it imports was not: its traceback says what
+        raise _SpecError(f"no module named {module_name!r} in {here} or the installed packages")
+    for part in name.split("."):
+        if not hasattr(found, part):
+            raise _SpecError(f"module {module_name!r} has no attribute {name!r}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise _SpecError(f"{spec} is not callable (it is of type {type(found).__name__})")
+    factory: Callable[[], Any] = found
+    return factory
+
+
+def loader_options(made: Any, spec: str, batch_size: int) -> dict[str, Any]:
+    """DataLoader keyword arguments from what the factory returned, checked by building one."""
+    expected = ("expected a dataset, a (dataset, transform) tuple or a dict of DataLoader "
+                "keyword arguments with 'dataset'")
+    if isinstance(made, dict):
+        if "dataset" not in made:
+            raise _SpecError(f"{spec}() returned a dict without 'dataset'; {expected}")
+        options = {k: v for k, v in made.items() if k not in ("num_workers", "prefetch_factor")}
+    elif isinstance(made, tuple):
+        if len(made) != 2 or not _is_dataset(made[0]):
+            raise _SpecError(f"{spec}() returned a tuple of {len(made)} that is not "
+                             f"(dataset, transform); {expected}")
+        options = {"dataset": made[0], "transform": made[1]}
+    elif _is_dataset(made):
+        options = {"dataset": made}
+    else:
+        raise _SpecError(f"{spec}() returned {type(made).__name__}; {expected}")
+    if "sampler" not in options and "batch_size" not in options:
+        options["batch_size"] = batch_size
+    try:
+        DataLoader(**options).close()
+    except (TypeError, ValueError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise _SpecError(f"DataLoader refused what {spec}() returned: {message}") from None
+    return options
+
+
+def _is_dataset(value: Any) -> bool:
+    """Whether ``value`` could be a dataset: indexable with a length, or iterable (a stream)."""
+    if value is None or isinstance(value, (str, bytes, numbers.Number)):
+        return False
+    kind = type(value)
+    return (hasattr(kind, "__getitem__") and hasattr(kind, "__len__")) or hasattr(kind, "__iter__")
+
+
+def _measure(options: dict[str, Any], workers: int | str, prefetch: int | None, seconds: float,
+             sampler: Any) -> dict[str, Any]:
+    from ..bench.autotune_measure import measure_loader
+
+    label = f"num_workers={workers}"
+    label += f", prefetch_factor={prefetch}" if prefetch is not None else ""
+    result: dict[str, Any] = {"setting": label, "num_workers": workers,
+                              "prefetch_factor": prefetch, "error": None}
+    setting: dict[str, Any] = {"num_workers": workers}
+    if prefetch is not None:
+        setting["prefetch_factor"] = prefetch
+    try:
+        got = measure_loader({**options, **setting}, _ignore, 0.0, seconds, sampler,
+                             int(options.get("batch_size") or 1))
+    except Exception as error:  # shown in its row; the other settings still run
+        result["error"] = f"{type(error).__name__}: {error}".splitlines()[0]
+        return result
+    result.update(samples_per_s=got.rate, peak_pss_mib=got.peak_pss / _MIB,
+                  chosen_workers=got.num_workers, chosen_prefetch=got.prefetch,
+                  reason=got.reason, tuning=got.tuning, batches=got.batches, epochs=got.epochs)
+    return result
+
+
+def _ignore(batch: Any) -> None:
+    return None
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    """A row per setting; the best fixed one and auto's marked, auto's choice beside it."""
+    from ..bench.output import aligned, cell
+
+    fixed = [r for r in results if r["num_workers"] != "auto" and not r["error"]
+             and r.get("samples_per_s") == r.get("samples_per_s")]  # NaN: no timed batch
+    best = max(fixed, key=lambda r: r["samples_per_s"], default=None)
+    cells = [["setting", "samples/s", "peak MiB", "x best", "", "auto chose / error"]]
+    for r in results:
+        auto = r["num_workers"] == "auto"
+        ratio = None if best is None or r["error"] else r["samples_per_s"] / best["samples_per_s"]
+        chose = ""
+        if auto and not r["error"]:
+            chose = f"num_workers={r['chosen_workers']}"
+            if r["chosen_prefetch"] is not None:
+                chose += f", prefetch {r['chosen_prefetch']}"
+            chose += f": {r['reason']}" if r["reason"] else " (no tuning decision)"
+        mark = "<- auto" if auto else ("<- best fixed" if r is best else "")
+        cells.append([r["setting"], cell(r.get("samples_per_s"), ",.0f"),
+                      cell(r.get("peak_pss_mib"), ",.0f"), cell(ratio, ".2f"), mark,
+                      r["error"] or chose])
+    table = aligned(cells, "<>>><<")
+    epochs = max((r.get("epochs") or 1 for r in results), default=1)
+    if epochs > 1:
+        table += (f"\n(the data ran out: runs took up to {epochs} epochs; auto's choice is "
+                  "that of the last one)")
+    return table
+
+
+def _int_list(minimum: int) -> Callable[[str], list[int]]:
+    def parse(text: str) -> list[int]:
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        if not values or not all(v.isdigit() and int(v) >= minimum for v in values):
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated integers >= {minimum}; got {text!r}")
+        return [int(v) for v in values]
+
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}")
+    return int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0; got {text!r}")
+    return value

@@ -1,0 +1,1 @@
+"""Autotuning: the policy that picks num_workers and the prefetch depth, and what feeds it."""
