@@ -133,7 +133,7 @@ class WorkerPool:
         _end_process(worker, STOP_GRACE)
         alive = self._spare_alive.pop(worker.id, None)
         if alive is not None:
-            alive.close()
+            _close_quietly(alive)
 
     def _start_another(self, template: WorkerBoot, name: str) -> WorkerHandle:
         """Start a worker with the next free id from ``template``, the pool's other workers running."""
@@ -278,9 +278,7 @@ class WorkerPool:
                 worker.conn.send(Shutdown())
             except OSError:
                 pass
-        self._alive_out.close()  # every worker's watchdog now sees EOF as well
-        for spare in self._spare_alive.values():
-            spare.close()
+        _close_quietly(self._alive_out, *self._spare_alive.values())  # every worker's watchdog sees EOF
         deadline = time.monotonic() + STOP_GRACE
         running = [worker for worker in self.workers if worker.id not in self._reaped]
         for worker in running:
@@ -300,10 +298,21 @@ def _end_process(worker: WorkerHandle, grace: float = 0.0) -> None:
     if worker.process.is_alive():
         worker.process.kill()
         worker.process.join(1.0)
-    worker.conn.close()
-    worker.stack_in.close()
+    _close_quietly(worker.conn, worker.stack_in)
     if worker.process.exitcode is not None:
         worker.process.close()
+
+
+def _close_quietly(*closables: Any) -> None:
+    """Close each of ``closables``. A pool dropped with its loader in a reference cycle is shut
+    down by the garbage collector, which may have run a pipe's own finalizer (closing its
+    descriptor, and leaving it looking open) first: closing it again fails, and must not stop
+    the shutdown before every worker is stopped."""
+    for closable in closables:
+        try:
+            closable.close()
+        except OSError:
+            pass
 
 
 def _flush_within(conn: Wire, seconds: float) -> None:

@@ -99,6 +99,20 @@ def test_persistent_workers_stop_on_loader_close(no_leaks):
     no_leaks.check(grace=NOTICE_WITHIN)
 
 
+def test_a_pool_whose_pipes_were_finalized_first_still_stops_every_worker(no_leaks):
+    """A loader dropped in a reference cycle is shut down by the garbage collector, which may run
+    the finalizer of a pipe the pool holds (it closes the descriptor and leaves the object
+    looking open) before the pool's shutdown: closing it again fails, and used to end the
+    shutdown there, with the workers still running."""
+    loader = loader_over(Numbers(16), "fork", persistent_workers=True)
+    assert [int(b[0, 0]) for b in loader] == [0, 4, 8, 12]
+    pool = loader._pipeline._pool
+    pool._alive_out.__del__()  # what the collector may do first, whatever the order
+    pool.workers[0].stack_in.__del__()
+    loader.close()
+    no_leaks.check(grace=NOTICE_WITHIN)
+
+
 # -- spawn/forkserver: what does not pickle is named up front --------------------------
 
 UNPICKLABLE = [
