@@ -99,10 +99,10 @@ class Autotuner:
         self, *, workers: bool, depth: bool, fixed_workers: int = 1, fixed_depth: int = 2, threads: bool = False,
         proc_root: str = "/proc",
     ) -> None:
-        self._cpu = CpuMeter(proc_root)
-        self._proc_root = proc_root
+        self.cpu = CpuMeter(proc_root)
+        self.proc_root = proc_root
         room = memory_room(proc_root)
-        cpus = self._cpu.usable
+        cpus = self.cpu.usable
         self.limits = Limits(
             cpus=cpus,
             max_workers=max(1, 2 * math.ceil(cpus)) if workers else fixed_workers,
@@ -114,7 +114,7 @@ class Autotuner:
         # says how many more the loop needs (as many as whole CPUs are idle at a time).
         start = Settings(workers=1 if workers else fixed_workers, depth=fixed_depth)
         self.policy = Policy(self.limits, start)
-        self._threads = threads
+        self.threads = threads  # thread workers: a worker costs no memory of its own
         self._started = False
         self._room = room
 
@@ -157,7 +157,7 @@ class EpochTuner:
         self._worker_pids = worker_pids
         self._meter = _Meter()
         recorder.meter = self
-        self._cpu = owner._cpu
+        self._cpu = owner.cpu
         self._window_start = time.perf_counter()
         self._windows = 0
         self._worker_memory = 0
@@ -185,8 +185,8 @@ class EpochTuner:
         if self._lever.warming:
             self._restart(now)  # what a starting worker adds is not measured yet
             return
-        window = self._window(elapsed)
-        self._restart(now)
+        window = self._window(elapsed)  # its CPU reading starts the next window's
+        self._restart(now, cpu=False)
         try:
             self._decide(window)
         finally:
@@ -224,20 +224,21 @@ class EpochTuner:
             busy=meter.busy,
             make_cv=meter.cv,
             cpu_free=self._cpu.sample(),
-            memory_room=memory_room(self._owner._proc_root).available,
+            memory_room=memory_room(self._owner.proc_root).available,
             worker_memory=self._worker_memory,
             batch_bytes=meter.bytes // meter.made if meter.made else 0,
             settings=self._owner.settings,
         )
 
-    def _restart(self, now: float) -> None:
+    def _restart(self, now: float, cpu: bool = True) -> None:
         self._meter.reset()
         self._window_start = now
-        self._cpu.sample()
+        if cpu:
+            self._cpu.sample()
 
     def _measure_worker(self) -> int:
         """Bytes a worker holds of its own (USS; RSS where smaps cannot be read); 0 for threads."""
-        if self._owner._threads:
+        if self._owner.threads:
             return 0
         for pid in self._worker_pids():
             try:
