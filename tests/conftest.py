@@ -40,6 +40,9 @@ def tuned_every_batch(monkeypatch):
     it added last have started), so the pool changes size however short the run."""
     monkeypatch.setattr(tuner_module, "WINDOW_SECONDS", 0.0)
     monkeypatch.setattr(tuner_module, "WINDOW_BATCHES", 1)
+    # A worker's memory once an epoch: reading its smaps every ten one-batch windows would be
+    # most of what these runs spend.
+    monkeypatch.setattr(tuner_module, "MEASURE_EVERY", 10**9)
 
 
 @pytest.fixture(params=["fork", "spawn", "forkserver"])
