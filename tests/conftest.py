@@ -8,6 +8,7 @@ import multiprocessing.resource_tracker
 
 import pytest
 
+from dataloader._exec import resizing as resizing_module
 from dataloader._tune import tuner as tuner_module
 from tests.harness import LeakCheck
 
@@ -43,6 +44,9 @@ def tuned_every_batch(monkeypatch):
     # A worker's memory once an epoch: reading its smaps every ten one-batch windows would be
     # most of what these runs spend.
     monkeypatch.setattr(tuner_module, "MEASURE_EVERY", 10**9)
+    # A worker just added counts as started after its first batch (a slow start under spawn on a
+    # busy machine must not leave the epoch to end before the next window).
+    monkeypatch.setattr(resizing_module, "WARM_TASKS", 1)
 
 
 @pytest.fixture(params=["fork", "spawn", "forkserver"])

@@ -71,12 +71,12 @@ def test_a_loader_that_waits_for_its_data_grows_its_pool(no_leaks):
 
 def test_a_pool_with_time_to_spare_shrinks(no_leaks, tuned_every_batch, monkeypatch):
     monkeypatch.setattr(policy_module, "PATIENCE", 1)
-    dataset = ArrayDataset(np.arange(600))
+    dataset = ArrayDataset(np.arange(200))
     loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers="auto",
                         multiprocessing_context="fork", persistent_workers=True)
     loader._pipeline._tuner.policy.settings = policy_module.Settings(3, 2)  # as if grown before
     for _ in loader:
-        time.sleep(0.002)  # a training step far longer than making a batch of two numbers
+        time.sleep(0.01)  # a training step far longer than making a batch of two numbers
     shrunk = [change for change in loader.stats().tuning if "workers were" in change.reason]
     assert shrunk and shrunk[0].workers < 3, loader.stats().tuning
     loader.close()
@@ -97,7 +97,7 @@ def test_every_decision_is_in_stats_the_table_the_report_and_the_trace(
     loader._pipeline._tuner.policy.settings = policy_module.Settings(3, 2)
     with caplog.at_level(logging.INFO, logger="dataloader"):
         for _ in loader:
-            time.sleep(0.002)
+            time.sleep(0.01)  # the loop's step: the three workers have time to spare
     stats = loader.stats()
     assert len(stats.tuning) >= 2, stats.tuning
     assert all(isinstance(change, TuningChange) for change in stats.tuning)
