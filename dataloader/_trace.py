@@ -2,7 +2,8 @@
 
 One track per worker (a "batch k" slice with fetch, transform and collate
 nested inside it) and one track per main-process stage (transport, wait,
-preload, read), with an instant event per bad sample and per autotuner decision. Times are microseconds on the system-wide monotonic clock.
+preload, read), with an instant event per bad sample and per autotuner
+decision. Times are microseconds on the system-wide monotonic clock.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ def trace_events(recorder: Any) -> list[dict]:
         # An instant where the main process learnt of it, on the track of the worker that met it.
         name = f"bad sample {record.index if record.index is not None else record.position} ({record.action})"
         events.append({"name": name, "ph": "i", "s": "t", "pid": pid, "tid": _tid(record.worker), "ts": at * 1e6, "args": record.as_json()})
-    for change, at in zip(getattr(recorder, "tuning", ()), getattr(recorder, "tuning_times", ())):
+    for change in getattr(recorder, "tuning", ()):
         events.append({
             "name": f"autotune: {change.workers} workers, prefetch {change.prefetch}", "ph": "i", "s": "p",
-            "pid": pid, "tid": _MAIN_TRACKS["autotune"], "ts": at * 1e6,
+            "pid": pid, "tid": _MAIN_TRACKS["autotune"], "ts": (recorder.started + change.seconds) * 1e6,
             "args": {"batch": change.batch, "reason": change.reason},
         })
     for start, end in recorder.waits:

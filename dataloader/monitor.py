@@ -243,8 +243,6 @@ class Recorder:
         # The autotuner: what it decided, the worker counts over time, and its meter (told of
         # every batch made and handed out).
         self.tuning: list[TuningChange] = []
-        self.tuning_times: list[float] = []
-        self._pool_sizes: list[tuple[float, int]] = []  # (perf_counter, workers from then on)
         self.meter: Any = None
         self._written = False
         self._cores = os.cpu_count() or 1
@@ -291,12 +289,9 @@ class Recorder:
         if len(self.reads) >= self._fold_at:
             self._fold("reads")
 
-    def tuned(self, change: TuningChange, at: float) -> None:
-        """The autotuner changed the settings at ``at`` (``perf_counter``)."""
+    def tuned(self, change: TuningChange) -> None:
+        """The autotuner changed the settings (``change.seconds`` after the epoch started)."""
         self.tuning.append(change)
-        self.tuning_times.append(at)
-        if not self._pool_sizes or self._pool_sizes[-1][1] != change.workers:
-            self._pool_sizes.append((at, change.workers))
         self.num_workers = change.workers
 
     def waited(self, start: float, end: float) -> None:
@@ -378,7 +373,8 @@ class Recorder:
         busy = sum(stages[name].total for name in ("fetch", "transform", "collate") if name in stages)
         # Measured from the first batch's start: worker start-up is not idleness.
         span = last_end - first if last_end > first else 0.0
-        capacity = _worker_seconds(self._pool_sizes, first, last_end) if self._pool_sizes else self.num_workers * span
+        sizes = [(self.started + change.seconds, change.workers) for change in self.tuning]
+        capacity = _worker_seconds(sizes, first, last_end) if sizes else self.num_workers * span
         utilization = min(1.0, busy / capacity) if self.num_workers and capacity > 0 else None
         waited = stages.get("wait")
         stats: dict[str, Any] = dict(

@@ -32,7 +32,7 @@ class PoolResizer:
         self._dispatcher = dispatcher
         self._waiter = waiter
         self._releases = releases
-        self._fresh: list[Handle] = []  # added, and not answered a task yet
+        self._fresh: list[Handle] = []  # added, and not yet answered WARM_TASKS tasks
 
     @property
     def size(self) -> int:

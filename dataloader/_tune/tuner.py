@@ -206,9 +206,9 @@ class EpochTuner:
 
     def record(self, reason: str) -> None:
         settings, recorder = self._owner.settings, self._recorder
-        at = time.perf_counter()
-        change = TuningChange(recorder.handed_out, at - recorder.started, settings.workers, settings.depth, reason)
-        recorder.tuned(change, at)
+        seconds = time.perf_counter() - recorder.started
+        change = TuningChange(recorder.handed_out, seconds, settings.workers, settings.depth, reason)
+        recorder.tuned(change)
         logger.info("DataLoader autotune: %s", change.describe())
 
     def _window(self, elapsed: float) -> Window:

@@ -123,7 +123,7 @@ def test_utilization_counts_the_workers_each_stretch_had():
     assert _worker_seconds([(10.0, 2), (11.0, 4)], 10.0, 12.0) == pytest.approx(6.0)
     assert _worker_seconds([(10.0, 2), (11.0, 4)], 9.5, 12.0) == pytest.approx(7.0)
     recorder = Recorder(2)
-    recorder.tuned(TuningChange(0, 0.0, 2, 2, "start"), recorder.started)
+    recorder.tuned(TuningChange(0, 0.0, 2, 2, "start"))
     assert recorder.num_workers == 2
 
 
