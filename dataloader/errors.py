@@ -74,8 +74,37 @@ class ImageDecodeError(DataLoaderError, OSError):
     """An image file exists but cannot be decoded (corrupt, truncated, not an image)."""
 
 
+class DataFileError(DataLoaderError, OSError):
+    """A data file cannot be read as the dataset or stream was built on it: it is gone,
+    truncated, corrupt, or no longer the file whose metadata the reader planned with.
+
+    ``path`` names the file and ``unit`` the row group (Arrow: record batch) where known.
+    """
+
+    path: str = ""
+    unit: int | None = None
+
+    def __init__(self, message: str, path: str = "", unit: int | None = None) -> None:
+        super().__init__(message)
+        self.path, self.unit = path, unit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.path, self.unit)
+
+
+class SourceChangedError(DataFileError):
+    """A file was replaced or rewritten after the reader read its metadata: reading on would
+    lose or repeat rows without a word, so the reader stops and names the file."""
+
+
 class SharedMemoryError(DataLoaderError, RuntimeError):
     """The shared-memory transport cannot get the room it needs."""
+
+
+class ResourceLimitError(DataLoaderError, OSError):
+    """A limit of the process is too low for what the loader must start: open files
+    (``ulimit -n``, ``RLIMIT_NOFILE``) or address space (``ulimit -v``, ``RLIMIT_AS``).
+    The message names the limit, what was needed and the fix."""
 
 
 class RayDataError(DataLoaderError, RuntimeError):

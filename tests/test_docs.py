@@ -234,6 +234,13 @@ def test_every_page_is_in_the_site_navigation() -> None:
 @pytest.mark.parametrize(
     "module", [dataloader, dataloader.transform], ids=["dataloader", "dataloader.transform"]
 )
+def test_public_names_are_sorted(module) -> None:
+    assert list(module.__all__) == sorted(module.__all__)
+
+
+@pytest.mark.parametrize(
+    "module", [dataloader, dataloader.transform], ids=["dataloader", "dataloader.transform"]
+)
 def test_public_names_are_documented(module) -> None:
     api = "\n".join(p.read_text(encoding="utf-8") for p in sorted((DOCS / "api").glob("*.md")))
     missing = [name for name in module.__all__ if not re.search(rf"\b{re.escape(name)}\b", api)]

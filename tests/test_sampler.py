@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from dataloader.errors import ArgumentTypeError, ArgumentValueError
 from dataloader.sampler import (
+    MAX_WORLD_SIZE,
     Infinite,
     MapSampler,
     RandomSampler,
@@ -277,7 +278,9 @@ def test_world_size_argument_reads_rank_from_env(monkeypatch):
         ({"WORLD_SIZE": "four"}, "`WORLD_SIZE`.*'four'"),
         ({"WORLD_SIZE": "0"}, "`WORLD_SIZE`"),
         ({"WORLD_SIZE": "2", "RANK": "2"}, "`RANK`.*`WORLD_SIZE`"),
-        ({"RANK": "1"}, "`RANK`"),
+        ({"RANK": "1"}, "`RANK`.*WORLD_SIZE is not set"),
+        ({"WORLD_SIZE": "4"}, "`WORLD_SIZE` is 4 but no rank is given.*RANK"),
+        ({"WORLD_SIZE": "99999999999999999999"}, "more processes than a job runs"),
     ],
 )
 def test_bad_env_vars(monkeypatch, env, pattern):
@@ -285,6 +288,18 @@ def test_bad_env_vars(monkeypatch, env, pattern):
         monkeypatch.setenv(key, value)
     with pytest.raises(ArgumentValueError, match=pattern):
         RandomSampler(range(8))
+
+
+def test_a_world_without_a_rank_is_refused_not_read_as_rank_0():
+    with pytest.raises(ArgumentValueError, match="`world_size` is 4 but no rank is given"):
+        SequentialSampler(range(8), world_size=4)
+    assert SequentialSampler(range(8), world_size=1).rank == 0  # one process: rank 0 is the only one
+
+
+def test_a_rank_costs_its_own_share_whatever_the_world_size():
+    world = MAX_WORLD_SIZE  # a plan over every rank would take seconds and gigabytes here
+    last = SequentialSampler(range(3), world_size=world, rank=world - 1)
+    assert flat(last) == [(world - 1) % 3]
 
 
 def test_seed_none_single_process_draws_a_seed():

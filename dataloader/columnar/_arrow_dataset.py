@@ -15,6 +15,7 @@ from ._convert import STRINGS
 from ._files import ARROW_SUFFIXES, resolve_files
 from ._fixed import FixedColumn, chunk_view, form_of
 from ._gather import Runs, locate, take_rows
+from ._snapshot import Stamp, check_stamp, take_stamps
 from ._table_dataset import Allocate, Plan, TableDataset, check_columns, check_fill_null, check_nulls, check_same_columns
 
 
@@ -53,7 +54,10 @@ class ArrowDataset(TableDataset):
     per row. Other columns are taken with Arrow and converted.
 
     The dataset pickles as its paths (a table: as the table), and a worker
-    maps the files again, so it works with every start method.
+    maps the files again, so it works with every start method. Each file's
+    size and modification time are recorded when the dataset is built and
+    checked at every mapping: a file replaced since is a
+    :class:`~dataloader.SourceChangedError`, never another file's rows.
 
     Example::
 
@@ -71,6 +75,7 @@ class ArrowDataset(TableDataset):
         self._columns_given, self._fill_given = columns, fill_null
         self._table: pa.Table | None = None
         self._files: tuple[pafs.FileSystem, list[str]] | None = None
+        self._stamps: list[Stamp] = []
         if isinstance(source, (pa.Table, pa.RecordBatch)):
             if filesystem is not None:
                 raise ArgumentValueError(
@@ -80,6 +85,7 @@ class ArrowDataset(TableDataset):
             self._table = source if isinstance(source, pa.Table) else pa.Table.from_batches([source])
         elif isinstance(source, (str, os.PathLike, list, tuple)):
             self._files = resolve_files(source, ARROW_SUFFIXES, filesystem, what="source")
+            self._stamps = take_stamps(*self._files)  # checked at every build, in every process
         else:
             raise ArgumentTypeError(
                 f"`source` must be a pyarrow.Table, a path, a URI or a list of them; got {type(source).__name__}."
@@ -93,7 +99,7 @@ class ArrowDataset(TableDataset):
         schema = parts[0][1]
         names = check_columns(self._columns_given, schema.names, where)
         for path, other, _, _ in parts[1:]:
-            check_same_columns(schema, other, names, (parts[0][0], path), self.kind)
+            check_same_columns(schema, other, None if self._columns_given is None else names, (parts[0][0], path), self.kind)
         selected = pa.schema([schema.field(name) for name in names])
         chunks, backings = _chunks(parts, selected)
         nulls = {name: sum(chunk.column(name).null_count for chunk in chunks) for name in names}
@@ -112,7 +118,11 @@ class ArrowDataset(TableDataset):
         if self._table is not None:
             return [("<table>", self._table.schema, self._table.to_batches(), None)]
         filesystem, paths = self._files  # type: ignore[misc]
-        return [(path, *_read_ipc(filesystem, path)) for path in paths]
+        parts = []
+        for path, stamp in zip(paths, self._stamps):
+            parts.append((path, *_read_ipc(filesystem, path)))
+            check_stamp(filesystem, path, stamp, self.kind)  # after the read: what was read is checked
+        return parts
 
     def _gather(self, rows: np.ndarray, allocate: Allocate) -> dict[str, Any]:
         chunk, offset = locate(rows, self._starts)
@@ -126,7 +136,7 @@ class ArrowDataset(TableDataset):
 
     def __getstate__(self) -> dict:
         # Paths and options, not buffers: the worker maps the files itself.
-        keep = ("_strings", "_columns_given", "_fill_given", "_table", "_files")
+        keep = ("_strings", "_columns_given", "_fill_given", "_table", "_files", "_stamps")
         return {key: self.__dict__[key] for key in keep}
 
     def __setstate__(self, state: dict) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._validate import check_choice
-from ..errors import DataLoaderError
+from ..errors import ArgumentValueError, DataLoaderError
 
 STRINGS = ("object", "arrow")
 
@@ -51,7 +51,7 @@ def column_to_array(column: pa.ChunkedArray | pa.Array, name: str, strings: str 
                 f"column {name!r} has {array.null_count} null value(s) in this batch; pass "
                 f"fill_null={{{name!r}: value}} to fill them, or drop the nulls when writing the data."
             )
-        array = array.fill_null(pa.scalar(fill, type=array.type))
+        array = array.fill_null(fill_scalar(fill, array.type, name))
     kind = array.type
     if isinstance(kind, pa.BaseExtensionType) and hasattr(array, "to_numpy_ndarray"):
         return array.to_numpy_ndarray()
@@ -76,6 +76,17 @@ def _objects(values: list) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
+
+
+def fill_scalar(value: Any, kind: pa.DataType, name: str) -> pa.Scalar:
+    """``value`` as a scalar of column ``name``'s type ``kind``, or the error that says it cannot be."""
+    try:
+        return pa.scalar(value, type=kind)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as error:
+        raise ArgumentValueError(
+            f"`fill_null` gives {value!r} for column {name!r}, whose type {kind} cannot hold it "
+            f"({error}). Give a value of the column's type, or fill_null={{column: value}} per column."
+        ) from error
 
 
 def fill_for(fill_null: Any, name: str) -> Any:

@@ -19,12 +19,20 @@ from ..errors import ArgumentTypeError, ArgumentValueError
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
+# Written first into a directory by write_parquet_shards and removed last: while it is there the
+# directory holds part of a dataset, and readers refuse it.
+WRITE_IN_PROGRESS = "_WRITE_IN_PROGRESS"
 
 
 def resolve_files(
     source: Any, suffixes: Sequence[str], filesystem: pafs.FileSystem | None = None, what: str = "source"
 ) -> tuple[pafs.FileSystem, list[str]]:
-    """The filesystem and the sorted file paths that ``source`` names (see the module)."""
+    """The filesystem and the file paths that ``source`` names (see the module), each file once.
+
+    A directory is walked once per real directory, so a symbolic link back into the tree (a
+    loop) or a second link to a directory adds nothing. A file that ``source`` reaches twice
+    (named twice, or through two links) is refused: reading it twice would repeat its rows.
+    """
     items = [source] if isinstance(source, (str, os.PathLike)) else list(_sequence(source, what))
     if not items:
         raise ArgumentValueError(f"`{what}` names no file; got an empty list.")
@@ -39,6 +47,7 @@ def resolve_files(
             )
         first = first or fs
         found += _files_at(first, path, suffixes, what)
+    _refuse_repeats(first, found, what)  # type: ignore[arg-type]
     return first, found  # type: ignore[return-value]
 
 
@@ -73,13 +82,55 @@ def _files_at(fs: pafs.FileSystem, path: str, suffixes: Sequence[str], what: str
         return [path]
     if info.type != pafs.FileType.Directory:
         raise ArgumentValueError(f"`{what}` names {path!r}, which does not exist.")
-    listed = fs.get_file_info(pafs.FileSelector(path, recursive=True))
-    files = sorted(f.path for f in listed if f.type == pafs.FileType.File and f.path.endswith(tuple(suffixes)))
+    if fs.get_file_info(posixpath.join(path, WRITE_IN_PROGRESS)).type == pafs.FileType.File:
+        raise ArgumentValueError(
+            f"`{what}` names the directory {path!r}, which write_parquet_shards has not finished "
+            f"writing (its {WRITE_IN_PROGRESS} marker is there): its shards hold part of the data "
+            "at most. Write it again (overwrite=True); if you know the shards are whole, delete the marker."
+        )
+    if isinstance(fs, pafs.LocalFileSystem):
+        listed = _walk_local(path)
+    else:
+        selector = pafs.FileSelector(path, recursive=True)
+        listed = [f.path for f in fs.get_file_info(selector) if f.type == pafs.FileType.File]
+    files = sorted(name for name in listed if name.endswith(tuple(suffixes)))
     if not files:
         raise ArgumentValueError(
             f"`{what}` names the directory {path!r}, which holds no {'/'.join(suffixes)} file."
         )
     return files
+
+
+def _walk_local(top: str) -> list[str]:
+    """The files under local directory ``top``, following links but entering each real
+    directory once (a link back up the tree would otherwise be followed until ELOOP)."""
+    files: list[str] = []
+    seen: set[str] = set()
+    for directory, subdirectories, names in os.walk(top, followlinks=True):
+        real = os.path.realpath(directory)
+        if real in seen:
+            subdirectories.clear()
+            continue
+        seen.add(real)
+        subdirectories.sort()  # the first name of a directory reached twice is the same in every run
+        files += [os.path.join(directory, name) for name in names]
+    return [name for name in files if os.path.isfile(name)]
+
+
+def _refuse_repeats(fs: pafs.FileSystem, paths: list[str], what: str) -> None:
+    """Raise if two of ``paths`` are one file (local files: the same real path)."""
+    local = isinstance(fs, pafs.LocalFileSystem)
+    first: dict[str, str] = {}
+    for path in paths:
+        key = os.path.realpath(path) if local else path
+        if key in first:
+            raise ArgumentValueError(
+                f"`{what}` reaches one file twice: {first[key]!r} and {path!r}"
+                + (f" are both {key!r}" if key not in (path, first[key]) else "")
+                + "; its rows would be read twice each epoch. Name each file once (to weight a "
+                "file, sample it with weights instead of repeating it)."
+            )
+        first[key] = path
 
 
 def mapped(filesystem: pafs.FileSystem) -> pafs.FileSystem:

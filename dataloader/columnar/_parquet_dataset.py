@@ -13,12 +13,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .._digest import digest
-from .._validate import check_choice, check_positive_int
+from .._validate import check_bool, check_choice, check_positive_int
 from ..errors import ArgumentValueError
 from ._convert import STRINGS, column_to_array, fill_for
 from ._files import PARQUET_SUFFIXES, files_fingerprint, mapped, resolve_files
 from ._fixed import form_of
 from ._gather import Runs, locate, take_numbers, take_rows
+from ._readers import row_group_counts
+from ._snapshot import check_counts, check_stamp, read_error, take_stamps
 from ._table_dataset import Allocate, Plan, TableDataset, check_columns, check_fill_null, check_nulls, check_same_columns
 
 # Parquet files each thread keeps open (a batch of random rows jumps between files).
@@ -56,6 +58,12 @@ class ParquetDataset(TableDataset):
     groups are kept in a per-process LRU cache of ``cache_row_groups``
     groups (each worker has its own).
 
+    Files are read as they were when the dataset was built: a file replaced or
+    rewritten since is a :class:`~dataloader.SourceChangedError` when a process
+    opens it, a failed read a :class:`~dataloader.DataFileError` naming the file
+    and the row group. ``verify_checksums=True`` checks the pages' CRC checksums
+    as they are read.
+
     When it is slow: random indices (``RandomSampler``) touch a different
     row group for nearly every sample, so each batch decodes up to
     ``batch_size`` whole row groups to use one row of each, and the cache
@@ -76,16 +84,19 @@ class ParquetDataset(TableDataset):
 
     def __init__(
         self, source: Any, *, columns: Any = None, strings: str = "object", fill_null: Any = None,
-        filesystem: Any = None, cache_row_groups: int = 8,
+        filesystem: Any = None, cache_row_groups: int = 8, verify_checksums: bool = False,
     ) -> None:
         strings = check_choice("strings", strings, STRINGS)
         self._cache_size = check_positive_int("cache_row_groups", cache_row_groups)
+        self._verify = check_bool("verify_checksums", verify_checksums)
         self._filesystem, self._paths = resolve_files(source, PARQUET_SUFFIXES, filesystem, what="source")
+        self._stamps = take_stamps(self._filesystem, self._paths)  # before the footers: a later change shows
         footers = [_footer(self._filesystem, path) for path in self._paths]
+        self._file_counts = [footer.rows for footer in footers]
         schema = footers[0].schema
         names = check_columns(columns, schema.names, "the files")
         for path, footer in zip(self._paths[1:], footers[1:]):
-            check_same_columns(schema, footer.schema, names, (self._paths[0], path), self.kind)
+            check_same_columns(schema, footer.schema, None if columns is None else names, (self._paths[0], path), self.kind)
         nulls = {name: sum(f.nulls.get(name, 0) for f in footers) for name in names}
         fill_null = check_fill_null(fill_null, schema, nulls, "the files")
         check_nulls(nulls, fill_null, self.kind)
@@ -152,7 +163,10 @@ class ParquetDataset(TableDataset):
     def _decode(self, group: int) -> _Group:
         file, index = (int(x) for x in self._groups[group])
         plan = self.plan
-        table = self._file(file).read_row_group(index, columns=plan.names).combine_chunks()
+        try:
+            table = self._file(file).read_row_group(index, columns=plan.names).combine_chunks()
+        except Exception as error:
+            raise read_error(error, self._paths[file], self.kind, index) from error
         arrays = {
             name: column_to_array(table.column(name), name, plan.strings, fill_for(plan.fill_null, name))
             for name in plan.fixed
@@ -166,10 +180,27 @@ class ParquetDataset(TableDataset):
             files = self._open.files = collections.OrderedDict()
         handle = files.pop(index, None)
         if handle is None:
-            handle = pq.ParquetFile(self._paths[index], filesystem=mapped(self._filesystem))
+            handle = self._open_checked(index)
             while len(files) >= OPEN_FILES:
                 files.popitem(last=False)[1].close()
         files[index] = handle
+        return handle
+
+    def _open_checked(self, index: int) -> pq.ParquetFile:
+        """File ``index`` opened, after checking it is the file whose footer the index was
+        built from (see :mod:`._snapshot`)."""
+        path = self._paths[index]
+        try:
+            handle = pq.ParquetFile(path, filesystem=mapped(self._filesystem), page_checksum_verification=self._verify)
+        except Exception as error:
+            check_stamp(self._filesystem, path, self._stamps[index], self.kind)  # the likelier cause
+            raise read_error(error, path, self.kind) from error
+        try:
+            check_stamp(self._filesystem, path, self._stamps[index], self.kind)
+            check_counts(path, self._file_counts[index], row_group_counts(handle.metadata), self.kind)
+        except BaseException:
+            handle.close()
+            raise
         return handle
 
     def __getstate__(self) -> dict:
@@ -202,4 +233,4 @@ def _footer(filesystem: pafs.FileSystem, path: str) -> _Footer:
             stats = chunk.statistics
             if chunk.path_in_schema in flat and stats is not None and stats.has_null_count:
                 nulls[chunk.path_in_schema] = nulls.get(chunk.path_in_schema, 0) + stats.null_count
-    return _Footer(schema, [meta.row_group(g).num_rows for g in range(meta.num_row_groups)], nulls)
+    return _Footer(schema, row_group_counts(meta), nulls)

@@ -28,6 +28,8 @@ import pyarrow.parquet as pq
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._files import mapped
 from ._sharding import Piece
+from ._snapshot import check_counts, check_stamp, read_error, take_stamps
+from ._table_dataset import check_same_columns
 
 # Files a reader keeps open at once (units read in a shuffled order jump between files).
 OPEN_FILES = 8
@@ -38,21 +40,33 @@ _MATCH = "__dataloader_filter_match__"
 class Units:
     """The units of ``paths`` in file order: ``units[i]`` is (file index, unit in the file)."""
 
-    kind = "columnar"
+    kind = "stream"  # what errors call the reader: "the ParquetStream read its metadata"
+    unit_name = "row group"
 
-    def __init__(self, filesystem: pafs.FileSystem, paths: list[str], columns: Any, filter: Any) -> None:
+    def __init__(
+        self, filesystem: pafs.FileSystem, paths: list[str], columns: Any, filter: Any, verify_checksums: bool = False,
+    ) -> None:
         self.filesystem = filesystem
         self.paths = paths
+        self.verify_checksums = verify_checksums
+        self.stamps = take_stamps(filesystem, paths)  # before the metadata: a later change shows
         self.units: list[tuple[int, int]] = []
         self.counts: list[int] = []
+        self.file_counts: list[list[int]] = []  # per file, the rows of each of its units
         self.schema: pa.Schema | None = None
         for index, path in enumerate(paths):
             schema, counts = self._metadata(path)
             self._same_schema(schema, path, columns)
             self.units += [(index, part) for part in range(len(counts))]
             self.counts += counts
+            self.file_counts.append(counts)
         self.columns = check_columns(columns, self.schema)  # type: ignore[arg-type]
         self.filter = check_filter(filter, self.schema)  # type: ignore[arg-type]
+
+    @property
+    def names(self) -> list[str]:
+        """The columns read: those asked for, else the first file's, in its order."""
+        return self.columns or self.schema.names  # type: ignore[union-attr]
 
     def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
         raise NotImplementedError
@@ -61,14 +75,8 @@ class Units:
         if self.schema is None:
             self.schema = schema
             return
-        names = columns if isinstance(columns, (list, tuple)) else None
-        mine, first = _fields(schema, names), _fields(self.schema, names)
-        if mine != first:
-            raise ArgumentValueError(
-                f"{path!r} has columns {mine}, but {self.paths[0]!r} has {first}; every file of a "
-                f"{self.kind} stream needs the same columns and types. Pick the common columns "
-                "with columns=[...], or rewrite the files with one schema."
-            )
+        names = list(columns) if isinstance(columns, (list, tuple)) else None
+        check_same_columns(self.schema, schema, names, (self.paths[0], path), self.kind)
 
     def reader(self) -> "Reader":
         raise NotImplementedError
@@ -84,7 +92,7 @@ class Reader:
     def tables(self, pieces: Iterable[Piece]) -> Iterator[pa.Table]:
         """Each piece's rows (projected and filtered), skipping pieces left empty."""
         for piece in pieces:
-            table = self.read(piece)
+            table = self.read_piece(piece)
             if table.num_rows:
                 yield table
 
@@ -92,16 +100,44 @@ class Reader:
         raise NotImplementedError
 
     def file(self, index: int) -> Any:
-        """File ``index``, opened once and kept among the last ``OPEN_FILES`` used."""
+        """File ``index``, opened once and kept among the last ``OPEN_FILES`` used; checked to be
+        the file the units were counted in (see :mod:`._snapshot`)."""
         handle = self._open.pop(index, None)
         if handle is None:
-            handle = self._open_file(self.units.paths[index])
+            units = self.units
+            path = units.paths[index]
+            try:
+                handle = self._open_file(path)
+            except Exception as error:
+                check_stamp(units.filesystem, path, units.stamps[index], units.kind)  # the likelier cause
+                raise read_error(error, path, units.kind) from error
+            try:
+                check_stamp(units.filesystem, path, units.stamps[index], units.kind)
+                found = self._counts(handle)
+                if found is not None:
+                    check_counts(path, units.file_counts[index], found, units.kind, units.unit_name + "s")
+            except BaseException:
+                _close(handle)
+                raise
             while len(self._open) >= OPEN_FILES:
                 _close(self._open.popitem(last=False)[1])
         self._open[index] = handle
         return handle
 
+    def read_piece(self, piece: Piece) -> pa.Table:
+        """:meth:`read`, with an error while reading named by its file and unit."""
+        try:
+            return self.read(piece)
+        except Exception as error:
+            units = self.units
+            file, part = units.units[piece.unit]
+            raise read_error(error, units.paths[file], units.kind, part, units.unit_name) from error
+
     def _open_file(self, path: str) -> Any:
+        raise NotImplementedError
+
+    def _counts(self, handle: Any) -> list[int] | None:
+        """The rows of each unit of an opened file, from its metadata (None: too costly to know)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -112,13 +148,12 @@ class Reader:
 class ParquetUnits(Units):
     """The row groups of Parquet files; row counts from the footers."""
 
-    kind = "Parquet"
+    kind = "ParquetStream"
 
     def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
         try:
             with pq.ParquetFile(path, filesystem=self.filesystem) as file:
-                meta = file.metadata
-                return file.schema_arrow, [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+                return file.schema_arrow, row_group_counts(file.metadata)
         except (pa.ArrowInvalid, OSError) as error:
             raise ArgumentValueError(
                 f"cannot read {path!r} as Parquet ({error}). Give Parquet files only; ArrowStream "
@@ -133,20 +168,24 @@ class ParquetReader(Reader):
     units: ParquetUnits
 
     def _open_file(self, path: str) -> Any:
-        filesystem = mapped(self.units.filesystem)
+        filesystem, verify = mapped(self.units.filesystem), self.units.verify_checksums
         if self.units.filter is None:
-            return pq.ParquetFile(path, filesystem=filesystem)
-        return ds.ParquetFileFormat().make_fragment(path, filesystem=filesystem)
+            return pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=verify)
+        options = ds.ParquetFragmentScanOptions(page_checksum_verification=verify)
+        return ds.ParquetFileFormat(default_fragment_scan_options=options).make_fragment(path, filesystem=filesystem)
+
+    def _counts(self, handle: Any) -> list[int]:
+        return row_group_counts(handle.metadata)
 
     def read(self, piece: Piece) -> pa.Table:
         units = self.units
         file, group = units.units[piece.unit]
         whole = piece.start == 0 and piece.stop == units.counts[piece.unit]
         if units.filter is None:
-            table = self.file(file).read_row_group(group, columns=units.columns)
+            table = self.file(file).read_row_group(group, columns=units.names)
             return table if whole else table.slice(piece.start, piece.stop - piece.start)
         fragment = self.file(file).subset(row_group_ids=[group])
-        names = units.columns or units.schema.names  # type: ignore[union-attr]
+        names = units.names
         if whole:  # the scanner filters, skipping the group when its statistics allow
             return fragment.to_table(columns=names, filter=units.filter)
         # Part of a group: keep row positions, so read the matches as a column and cut first.
@@ -158,7 +197,8 @@ class ParquetReader(Reader):
 class ArrowUnits(Units):
     """The record batches of Arrow IPC files (the file format); row counts from each batch's header."""
 
-    kind = "Arrow"
+    kind = "ArrowStream"
+    unit_name = "record batch"
 
     def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
         source, file = open_ipc(self.filesystem, path)
@@ -177,6 +217,12 @@ class ArrowReader(Reader):
     def _open_file(self, path: str) -> Any:
         return open_ipc(self.units.filesystem, path)
 
+    def _counts(self, handle: Any) -> list[int] | None:
+        source, file = handle
+        if not isinstance(source, pa.MemoryMappedFile):
+            return None  # counting a remote file's rows reads it; its size and time are checked
+        return [file.get_batch(i).num_rows for i in range(file.num_record_batches)]
+
     def read(self, piece: Piece) -> pa.Table:
         units = self.units
         file, part = units.units[piece.unit]
@@ -184,7 +230,7 @@ class ArrowReader(Reader):
         table = table.slice(piece.start, piece.stop - piece.start)
         if units.filter is not None:
             table = table.filter(units.filter)
-        return table.select(units.columns) if units.columns is not None else table
+        return table.select(units.names)
 
 
 def open_ipc(filesystem: pafs.FileSystem, path: str) -> tuple[Any, pa.ipc.RecordBatchFileReader]:
@@ -243,9 +289,9 @@ def check_filter(filter: Any, schema: pa.Schema) -> pc.Expression | None:
     return filter
 
 
-def _fields(schema: pa.Schema, names: Any) -> list[str]:
-    fields = schema if names is None else [schema.field(n) for n in names if n in schema.names]
-    return [f"{f.name}: {f.type}" for f in fields]
+def row_group_counts(metadata: pq.FileMetaData) -> list[int]:
+    """The rows of each row group of a Parquet file, from its footer."""
+    return [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
 
 
 def _close(handle: Any) -> None:

@@ -66,17 +66,24 @@ class EpochPlan:
     epoch: int
     sequence: np.ndarray  # (pieces, 3): unit, start, stop
     offsets: np.ndarray  # offsets[i]: rows of the sequence before piece i; offsets[-1]: all
-    bounds: tuple[int, ...]  # rank r reads rows [bounds[r], bounds[r + 1]) of the sequence
+    world_size: int
+    batch_size: int
+    equal: bool
     carried_in: int  # rows at the front that the previous epoch carried over
-    surplus: np.ndarray = field(default_factory=lambda: _NO_PIECES)  # rows after bounds[-1]
+    surplus: np.ndarray = field(default_factory=lambda: _NO_PIECES)  # rows after bound(world_size)
 
     @property
     def rows(self) -> int:
         return int(self.offsets[-1])
 
+    def bound(self, rank: int) -> int:
+        """Where rank ``rank``'s rows begin in the sequence (``bound(world_size)``: where the
+        last rank's end). Computed for one rank, so a plan costs nothing per rank."""
+        return _bound(self.rows, self.batch_size, self.world_size, self.equal, rank)
+
     @property
     def surplus_rows(self) -> int:
-        return self.rows - self.bounds[-1]
+        return self.rows - self.bound(self.world_size)
 
     def pieces(self, lo: int, hi: int) -> list[Piece]:
         """Rows ``[lo, hi)`` of the sequence as pieces of units, in order, none empty."""
@@ -98,20 +105,23 @@ def plan_epoch(layout: Layout, epoch: int, carried: np.ndarray = _NO_PIECES) -> 
     sequence = np.concatenate([carried, units]) if len(carried) else units
     offsets = np.concatenate([[0], np.cumsum(sequence[:, 2] - sequence[:, 1])])
     total, size, ranks = int(offsets[-1]), layout.batch_size, layout.world_size
-    if layout.equal:
-        quota = (total // size) // ranks * size
-        bounds = tuple(rank * quota for rank in range(ranks + 1))
-    else:
-        batches = -(-total // size)
-        bounds = tuple(min(total, rank * batches // ranks * size) for rank in range(ranks + 1))
-    surplus = _cut(sequence, offsets, bounds[-1], total)
+    surplus = _cut(sequence, offsets, _bound(total, size, ranks, layout.equal, ranks), total)
     carried_rows = int(np.sum(carried[:, 2] - carried[:, 1])) if len(carried) else 0
-    return EpochPlan(epoch, sequence, offsets, bounds, carried_rows, surplus)
+    return EpochPlan(epoch, sequence, offsets, ranks, size, layout.equal, carried_rows, surplus)
+
+
+def _bound(total: int, size: int, ranks: int, equal: bool, rank: int) -> int:
+    """The first row of rank ``rank``'s block (see the module): with ``equal`` every rank takes
+    the same whole number of batches, otherwise rank r starts at batch ``r * batches // ranks``."""
+    if equal:
+        return rank * ((total // size) // ranks * size)
+    batches = -(-total // size)
+    return min(total, rank * batches // ranks * size)
 
 
 def shard_range(plan: EpochPlan, batch_size: int, rank: int, worker: int, workers: int) -> tuple[int, int]:
     """The rows ``[lo, hi)`` of the sequence that worker ``worker`` of ``workers`` on ``rank`` reads."""
-    lo, hi = plan.bounds[rank], plan.bounds[rank + 1]
+    lo, hi = plan.bound(rank), plan.bound(rank + 1)
     batches = -(-(hi - lo) // batch_size)
     first, last = worker * batches // workers, (worker + 1) * batches // workers
     return min(hi, lo + first * batch_size), min(hi, lo + last * batch_size)

@@ -24,6 +24,7 @@ from ._convert import STRINGS, table_to_batch
 from ._files import ARROW_SUFFIXES, PARQUET_SUFFIXES, files_fingerprint, resolve_files
 from ._readers import ArrowUnits, ParquetUnits, Units
 from ._sharding import BUFFER_STREAM, Layout, Piece, Planner, shard_range
+from ._table_dataset import check_fill_null
 
 SURPLUS = ("drop", "carry")
 
@@ -62,7 +63,7 @@ class ColumnarStream(StreamDataset):
         self, source: Any, *, batch_size: int | None = None, columns: Any = None, filter: Any = None,
         shuffle: bool = False, seed: int | None = 0, shuffle_buffer: int = 0, world_size: int | None = None,
         rank: int | None = None, equal: bool = False, surplus: str = "drop", strings: str = "object",
-        fill_null: Any = None, filesystem: Any = None,
+        fill_null: Any = None, filesystem: Any = None, verify_checksums: bool = False,
     ) -> None:
         kind = type(self).__name__
         self.batch_size = None if batch_size is None else check_positive_int("batch_size", batch_size)
@@ -74,9 +75,15 @@ class ColumnarStream(StreamDataset):
         self.equal = check_bool("equal", equal)
         self.surplus = check_choice("surplus", surplus, SURPLUS)
         self.strings = check_choice("strings", strings, STRINGS)
-        self.fill_null = fill_null
+        verify = check_bool("verify_checksums", verify_checksums)
+        if verify and self._units_type is ArrowUnits:
+            raise ArgumentValueError(
+                "`verify_checksums=True` checks Parquet page checksums, and Arrow IPC files carry "
+                "none. Drop verify_checksums, or store the data as Parquet written with checksums."
+            )
         filesystem, paths = resolve_files(source, self._suffixes, filesystem, what="source")
-        self._units = self._units_type(filesystem, paths, columns, filter)
+        self._units = self._units_type(filesystem, paths, columns, filter, verify)
+        self.fill_null = check_fill_null(fill_null, self._units.schema, {}, "the files")
         self._check_equal(kind)
         self._planner = Planner(Layout(
             tuple(self._units.counts), self.world_size, self.batch_size or 1, self.shuffle, self.seed,
@@ -113,7 +120,7 @@ class ColumnarStream(StreamDataset):
     @property
     def columns(self) -> list[str]:
         """The columns each row or batch holds."""
-        return self._units.columns or self._units.schema.names  # type: ignore[union-attr]
+        return self._units.names
 
     def order_fingerprint(self) -> dict[str, Any]:
         """What decides which rows come in which order, as plain values: a loader's resume
@@ -278,6 +285,16 @@ class ParquetStream(ColumnarStream):
     (``surplus="carry"``), so over epochs nothing is lost. :meth:`stats` counts
     them. With ``filter`` it is an error: the matches are not known before
     reading.
+
+    Files: the stream reads them as they were when it was built. Each file's
+    size, modification time and row groups are checked whenever it is opened
+    (each epoch, in every process); a file replaced, rewritten or removed since
+    is a :class:`~dataloader.SourceChangedError` or
+    :class:`~dataloader.DataFileError` naming it, never rows read through stale
+    footers. A read that fails (a corrupt page, a truncated file) is a
+    ``DataFileError`` naming the file and the row group. ``verify_checksums=True``
+    also checks the pages' CRC checksums (``write_parquet_shards`` writes them),
+    so a corrupted value is an error instead of a wrong number.
 
     Who reads: with ``parallel_stream=True`` each worker opens the files and
     decodes its own shard, so reading scales with the workers; without it the

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ..dataset import Collated, Dataset, batch_array
 from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
-from ._convert import column_to_array, fill_for
+from ._convert import column_to_array, fill_for, fill_scalar
 from ._fixed import Form
 from ._gather import positions
 
@@ -141,14 +141,7 @@ def check_fill_null(fill_null: Any, schema: pa.Schema, nulls: Mapping[str, int],
         wanted = {name: fill_null for name, count in nulls.items() if count and fill_null is not None}
     for name, value in wanted.items():
         kind = schema.field(name).type
-        kind = kind.value_type if pa.types.is_dictionary(kind) else kind  # filled after decoding
-        try:
-            pa.scalar(value, type=kind)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as error:
-            raise ArgumentValueError(
-                f"`fill_null` gives {value!r} for column {name!r}, whose type {kind} cannot hold it "
-                f"({error}). Give a value of the column's type."
-            ) from error
+        fill_scalar(value, kind.value_type if pa.types.is_dictionary(kind) else kind, name)  # filled after decoding
     return fill_null
 
 
@@ -163,10 +156,13 @@ def check_nulls(nulls: Mapping[str, int], fill_null: Any, kind: str) -> None:
             )
 
 
-def check_same_columns(first: pa.Schema, other: pa.Schema, names: list[str], paths: tuple[str, str], kind: str) -> None:
-    """Raise unless ``other`` has ``names`` with the types ``first`` has."""
-    mine = [f"{f.name}: {f.type}" for f in other if f.name in names]
-    want = [f"{f.name}: {f.type}" for f in first if f.name in names]
+def check_same_columns(
+    first: pa.Schema, other: pa.Schema, names: list[str] | None, paths: tuple[str, str], kind: str
+) -> None:
+    """Raise unless ``other`` has the columns ``names`` (None: all of them, no more, no fewer) with
+    the types ``first`` has. The order does not matter: columns are read by name."""
+    mine = [f"{f.name}: {f.type}" for f in other if names is None or f.name in names]
+    want = [f"{f.name}: {f.type}" for f in first if names is None or f.name in names]
     if sorted(mine) != sorted(want):
         raise ArgumentValueError(
             f"{paths[1]!r} has columns {mine}, but {paths[0]!r} has {want}; every file given to "

@@ -1,0 +1,105 @@
+"""The files a columnar reader was built on, and the checks that it still reads those files.
+
+A reader plans from metadata read once (row-group counts, record-batch
+counts): every process computes its rows from those numbers. A file replaced
+or rewritten afterwards would be read through the old numbers, which loses or
+repeats rows without an error. So each reader records every file's size and
+modification time when it reads the metadata (:func:`take_stamps`), checks
+them again each time it opens the file (:func:`check_stamp`; Parquet readers
+also compare the footer's row groups), and raises :class:`SourceChangedError`
+naming the file when they differ. Errors while reading (a file deleted,
+truncated, corrupt) become :class:`DataFileError` naming the file and the
+row group (:func:`read_error`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from ..errors import DataFileError, DataLoaderError, SourceChangedError
+
+_REBUILD = (
+    "Build the {kind} again to read the files as they are now (a saved loader state then refuses "
+    "the old position), and while a loader reads, keep its files as they are: write new files "
+    "under new names and build a new reader on them."
+)
+
+
+class Stamp(NamedTuple):
+    """What a file was when its metadata was read: its size and modification time."""
+
+    size: int | None
+    mtime_ns: int | None
+
+
+def take_stamps(filesystem: pafs.FileSystem, paths: Sequence[str]) -> list[Stamp]:
+    """The stamps of ``paths`` (one listing call for all of them)."""
+    return [_stamp(info) for info in filesystem.get_file_info(list(paths))]
+
+
+def check_stamp(filesystem: pafs.FileSystem, path: str, stamp: Stamp, kind: str) -> None:
+    """Raise unless ``path`` still has the size and modification time it had in ``stamp``."""
+    info = filesystem.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise DataFileError(
+            f"{path!r} is gone: it was deleted or moved after the {kind} read its metadata. "
+            + _REBUILD.format(kind=kind),
+            path,
+        )
+    now = _stamp(info)
+    if now != stamp:
+        raise SourceChangedError(
+            f"{path!r} changed after the {kind} read its metadata (size {stamp.size} -> {now.size} "
+            f"bytes, modified at {stamp.mtime_ns} -> {now.mtime_ns} ns): reading it through the old "
+            "row counts would lose or repeat rows. " + _REBUILD.format(kind=kind),
+            path,
+        )
+
+
+def check_counts(path: str, planned: Sequence[int], found: Sequence[int], kind: str, what: str = "row groups") -> None:
+    """Raise unless a file opened again has the units (row counts per unit) it was planned with."""
+    if list(planned) != list(found):
+        raise SourceChangedError(
+            f"{path!r} changed after the {kind} read its metadata: it had {len(planned)} {what} of "
+            f"{sum(planned)} rows and now has {len(found)} of {sum(found)}; reading it through the "
+            "old counts would lose or repeat rows. " + _REBUILD.format(kind=kind),
+            path,
+        )
+
+
+def read_error(error: BaseException, path: str, kind: str, unit: int | None = None, what: str = "row group") -> BaseException:
+    """``error``, raised while opening or reading ``path``, as the library's error naming the
+    file and the unit; the library's own errors and non-I/O errors are returned as they are."""
+    if isinstance(error, DataLoaderError) or not isinstance(error, (OSError, pa.ArrowException)):
+        return error
+    place = f"{what} {unit} of {path!r}" if unit is not None else repr(path)
+    cause = " ".join(str(error).split()).rstrip(".")  # pyarrow's text spans lines
+    if isinstance(error, FileNotFoundError):
+        return DataFileError(
+            f"cannot read {place}: the file is gone ({cause}). It was deleted or moved after the "
+            f"{kind} read its metadata. " + _REBUILD.format(kind=kind),
+            path, unit,
+        )
+    return DataFileError(
+        f"cannot read {place}: {cause}. The file is corrupt, or it was truncated or rewritten "
+        f"while the {kind} read it. Check it with pyarrow (pyarrow.parquet.ParquetFile(path) for "
+        "Parquet), then write it again from its source; while a loader reads, write new files "
+        "under new names instead of rewriting them in place.",
+        path, unit,
+    )
+
+
+def _stamp(info: pafs.FileInfo) -> Stamp:
+    if info.type == pafs.FileType.NotFound:
+        return Stamp(None, None)
+    return Stamp(info.size, _mtime_ns(info))
+
+
+def _mtime_ns(info: Any) -> int | None:
+    try:
+        return info.mtime_ns  # type: ignore[no-any-return]
+    except (TypeError, ValueError):  # a filesystem that keeps no modification times
+        return None
