@@ -1,12 +1,20 @@
 """Numbered Parquet shards in a directory, each written under a temporary name, then renamed.
 
 ``part-00000.parquet``, ``part-00001.parquet``, ...: equal row counts but the
-last, row groups of equal row counts but each shard's last. A shard is
-written as ``.part-NNNNN.parquet.tmp-<random>`` (hidden, and without a
-Parquet suffix, so no reader of the directory picks it up) and renamed when
-its footer is written, so an interrupted write leaves whole shards only: an
-exception deletes the shard in progress, and a killed process leaves at
-most one temporary file, which the next ``overwrite=True`` write removes.
+last, row groups of equal row counts but each shard's last, every page with a
+CRC checksum unless turned off. A shard is written as
+``.part-NNNNN.parquet.tmp-<random>`` (hidden, and without a Parquet suffix, so
+no reader of the directory picks it up) and renamed when its footer is
+written, so an interrupted write leaves whole shards only: an exception
+deletes the shard in progress, and a killed process leaves at most one
+temporary file, which the next ``overwrite=True`` write removes.
+
+Whole shards are not a whole dataset, so the directory is marked as well: an
+empty ``_WRITE_IN_PROGRESS`` file (``WRITE_IN_PROGRESS``) is written before
+anything in the directory changes (old shards included), and deleted as the
+very last step of a write that succeeded. An exception or a kill leaves it, and with it
+readers refuse the directory instead of reading part of the data as all of it;
+a later write refuses it too, unless ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import ArgumentTypeError, ArgumentValueError
-from ._files import PARQUET_SUFFIXES, filesystem_and_path
+from ._files import PARQUET_SUFFIXES, WRITE_IN_PROGRESS, filesystem_and_path
 
 _SHARD = re.compile(r"^part-\d{5}\.parquet$")
 _TEMP = re.compile(r"^\.part-\d{5}\.parquet\.tmp-[0-9a-f]+$")
@@ -37,38 +45,81 @@ def open_directory(directory: object, filesystem: pafs.FileSystem | None) -> tup
     """(filesystem, path on it, the URI when ``directory`` is one, else "")."""
     if not isinstance(directory, (str, os.PathLike)):
         raise ArgumentTypeError(f"`directory` must be a path or a URI; got {type(directory).__name__}.")
-    fs, path = filesystem_and_path(directory, filesystem, "directory")
     text = os.fspath(directory)
+    if not text:  # "" would silently mean the current directory (or a filesystem's root)
+        raise ArgumentValueError(
+            '`directory` is an empty string; give a path or a URI ("." for the current directory).'
+        )
+    fs, path = filesystem_and_path(directory, filesystem, "directory")
     return fs, path.rstrip("/") or "/", text if filesystem is None and "://" in text else ""
 
 
 def prepare_directory(fs: pafs.FileSystem, path: str, overwrite: bool) -> None:
-    """Create ``path``, or check that it holds nothing a reader would mix with new shards; with
-    ``overwrite``, remove the shards (and leftover temporary files) an earlier write left there."""
+    """Create ``path``, or check that it holds nothing a reader would mix with new shards; then
+    mark it in progress and, with ``overwrite``, remove what an earlier write left there (shards,
+    temporary files). The marker goes first, so that a write killed while removing reads as unfinished."""
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.File:
         raise ArgumentValueError(f"`directory` names the file {path!r}; give a directory (it is created if missing).")
     if info.type == pafs.FileType.NotFound:
         fs.create_dir(path, recursive=True)
+        _mark_in_progress(fs, path)
         return
+    stale = earlier_write(fs, path, overwrite)
+    _mark_in_progress(fs, path)  # a stale marker is truncated, and now stands for this write
+    for leftover in stale:
+        fs.delete_file(leftover)
+
+
+def finish_directory(fs: pafs.FileSystem, path: str) -> None:
+    """Delete the in-progress marker: the last step of a write that succeeded."""
+    fs.delete_file(_marker(path))
+
+
+def _marker(path: str) -> str:
+    return posixpath.join(path, WRITE_IN_PROGRESS)
+
+
+def _mark_in_progress(fs: pafs.FileSystem, path: str) -> None:
+    with fs.open_output_stream(_marker(path)):
+        pass
+
+
+def earlier_write(fs: pafs.FileSystem, path: str, overwrite: bool) -> list[str]:
+    """The files an earlier write left in ``path`` (its shards and temporary files), which
+    ``overwrite`` allows to replace; other Parquet files, or without ``overwrite`` any of those
+    or a marker of an unfinished write, are an error."""
     listed = fs.get_file_info(pafs.FileSelector(path, recursive=True))
-    files = [f for f in listed if f.type == pafs.FileType.File]
-    ours = [f.path for f in files if posixpath.dirname(f.path) == path.rstrip("/") and _SHARD.match(f.base_name)]
-    foreign = sorted(f.path for f in files if f.path.endswith(PARQUET_SUFFIXES) and f.path not in ours)
+    top = [f for f in listed if f.type == pafs.FileType.File and posixpath.dirname(f.path) == path.rstrip("/")]
+    ours = sorted(f.path for f in top if _SHARD.match(f.base_name))
+    foreign = sorted(
+        f.path for f in listed
+        if f.type == pafs.FileType.File and f.path.endswith(PARQUET_SUFFIXES) and f.path not in ours
+    )
     if foreign:
         raise ArgumentValueError(
             f"`directory` {path!r} holds Parquet files that are not shards of write_parquet_shards "
             f"({_names(foreign)}); a reader of the directory would mix them with the new shards. "
             "Write to another directory, or move those files away."
         )
-    if ours and not overwrite:
+    if not overwrite:
+        _refuse_earlier(path, ours, unfinished=any(f.base_name == WRITE_IN_PROGRESS for f in top))
+    return ours + [f.path for f in top if _TEMP.match(f.base_name)]
+
+
+def _refuse_earlier(path: str, shards: list[str], unfinished: bool) -> None:
+    """Raise when an earlier write left ``shards`` or its in-progress marker (``unfinished``)."""
+    if unfinished:
         raise ArgumentValueError(
-            f"`directory` {path!r} already holds {len(ours)} shard(s) ({_names(sorted(ours))}); pass "
+            f"`directory` {path!r} holds {WRITE_IN_PROGRESS}: an earlier write to it did not finish, and "
+            f"left {len(shards)} whole shard(s) of its data; pass overwrite=True to replace them, or write "
+            "to another directory."
+        )
+    if shards:
+        raise ArgumentValueError(
+            f"`directory` {path!r} already holds {len(shards)} shard(s) ({_names(shards)}); pass "
             "overwrite=True to replace them, or write to another directory."
         )
-    if overwrite:
-        for stale in ours + [f.path for f in files if _TEMP.match(f.base_name)]:
-            fs.delete_file(stale)
 
 
 def uri_of(shard: str, directory_uri: str) -> str:
@@ -90,14 +141,23 @@ class ShardWriter:
 
     ``write`` takes tables of any size and cuts them where a row group or a
     shard ends; ``close`` writes the rest and returns the shards' paths;
-    ``abort`` deletes the shard in progress.
+    ``abort`` deletes the shard in progress. ``page_checksums`` writes a CRC
+    in every page's header, which readers can verify to catch corrupted bytes.
     """
 
     def __init__(
-        self, fs: pafs.FileSystem, directory: str, schema: pa.Schema, shard_rows: int, group_rows: int, compression: str
+        self,
+        fs: pafs.FileSystem,
+        directory: str,
+        schema: pa.Schema,
+        shard_rows: int,
+        group_rows: int,
+        compression: str,
+        page_checksums: bool = True,
     ) -> None:
         self.fs, self.directory, self.schema = fs, directory, schema
         self.shard_rows, self.group_rows, self.compression = shard_rows, group_rows, compression
+        self.page_checksums = page_checksums
         self.paths: list[str] = []
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
@@ -158,6 +218,7 @@ class ShardWriter:
                 compression=self.compression,
                 # encoded images and other blobs rarely repeat: a dictionary would only be built and dropped
                 use_dictionary=[f.name for f in self.schema if f.name not in binary],
+                write_page_checksum=self.page_checksums,
             )
         return self._writer
 

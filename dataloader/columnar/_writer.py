@@ -20,7 +20,8 @@ import pyarrow.fs as pafs
 from .._validate import check_bool, check_choice, check_positive_int
 from ..dataset import ArrayDataset, Collated, read_samples
 from ..errors import ArgumentTypeError, ArgumentValueError
-from ._shard_files import ShardWriter, open_directory, prepare_directory, uri_of
+from ._files import WRITE_IN_PROGRESS
+from ._shard_files import ShardWriter, finish_directory, open_directory, prepare_directory, uri_of
 from ._to_arrow import Layout, batch_to_table, layout_of, rows_to_table, with_shapes
 
 COMPRESSIONS = ("zstd", "snappy", "lz4", "gzip", "brotli", "none")
@@ -44,6 +45,7 @@ def write_parquet_shards(
     filesystem: pafs.FileSystem | None = None,
     overwrite: bool = False,
     metadata: Mapping[str, str] | None = None,
+    page_checksums: bool = True,
 ) -> list[str]:
     """Write ``data`` as ``part-00000.parquet``, ``part-00001.parquet``, ... in ``directory``.
 
@@ -63,9 +65,12 @@ def write_parquet_shards(
         compression: one of ``COMPRESSIONS`` (``None`` is ``"none"``).
         progress: show a tqdm bar of rows written (``pip install tqdm``).
         filesystem: a ``pyarrow.fs`` filesystem ``directory`` is a path on.
-        overwrite: replace the shards an earlier write left in ``directory``; without it
-            they are an error.
+        overwrite: replace the shards an earlier write left in ``directory``, finished or
+            not; without it they are an error.
         metadata: extra ``{key: value}`` strings for the schema metadata.
+        page_checksums: write a CRC checksum in every page, so that readers which verify
+            them (pyarrow's ``page_checksum_verification=True``) raise on corrupted bytes
+            instead of returning wrong values. It costs a few bytes a page and little time.
 
     Returns:
         The shards' paths, in order (as URIs when ``directory`` was a URI).
@@ -73,17 +78,22 @@ def write_parquet_shards(
     Columns are typed as :mod:`dataloader.columnar._to_arrow` tabulates: numbers keep
     their NumPy width, arrays of one shape become nested ``FixedSizeList`` columns (the
     shape also under ``b"dataloader.shapes"`` in the schema metadata), bytes binary
-    columns, strings string columns. Each shard is written under a temporary name and
-    renamed when complete: an exception leaves only whole shards, and adds a note
-    saying how many.
+    columns, strings string columns.
+
+    An empty ``_WRITE_IN_PROGRESS`` file is written in ``directory`` first and deleted
+    last, only when every shard is written: while it is there, readers refuse the
+    directory as an unfinished dataset. Each shard is written under a temporary name
+    and renamed when complete, so an exception (or a killed process) leaves whole
+    shards and the marker; an exception also gets a note saying how many shards.
     """
-    options = _options(rows_per_shard, row_group_size, compression, progress, overwrite, metadata)
+    options = _options(rows_per_shard, row_group_size, compression, progress, overwrite, metadata, page_checksums)
     source = _source(data, _check_columns(columns))
     fs, path, uri = open_directory(directory, filesystem)
     bar = _progress_bar(source.total) if progress else None  # before any work: tqdm may be missing
     try:
         prepare_directory(fs, path, options["overwrite"])
         paths = _write(source, fs, path, options, (rows_per_shard, row_group_size), bar)
+        finish_directory(fs, path)  # the very last step: now the shards are the whole dataset
     finally:
         if bar is not None:
             bar.close()
@@ -96,7 +106,9 @@ def _write(source: Any, fs: pafs.FileSystem, path: str, options: dict, sizes: tu
     if first is None:
         raise ArgumentValueError("`data` holds no rows; there is nothing to write.")
     schema = with_shapes(first.schema, source.shapes, options["metadata"])
-    writer = ShardWriter(fs, path, schema, *_sizes(first, *sizes), options["compression"])
+    writer = ShardWriter(
+        fs, path, schema, *_sizes(first, *sizes), options["compression"], options["page_checksums"]
+    )
     written, table = 0, first
     try:
         while table is not None:
@@ -109,12 +121,19 @@ def _write(source: Any, fs: pafs.FileSystem, path: str, options: dict, sizes: tu
     except BaseException as error:
         writer.abort()
         _note(error, f"write_parquet_shards: {len(writer.paths)} whole shard(s) were written to {path!r} "
-                     "before this error, and no partial one; pass overwrite=True to write them again.")
+                     f"before this error, and no partial one; {WRITE_IN_PROGRESS} stays there, so readers "
+                     "refuse the directory; pass overwrite=True to write them again.")
         raise
 
 
 def _options(
-    rows_per_shard: Any, row_group_size: Any, compression: Any, progress: Any, overwrite: Any, metadata: Any
+    rows_per_shard: Any,
+    row_group_size: Any,
+    compression: Any,
+    progress: Any,
+    overwrite: Any,
+    metadata: Any,
+    page_checksums: Any,
 ) -> dict:
     if rows_per_shard is not None:
         check_positive_int("rows_per_shard", rows_per_shard)
@@ -128,6 +147,7 @@ def _options(
     return {
         "compression": check_choice("compression", "none" if compression is None else compression, COMPRESSIONS),
         "overwrite": check_bool("overwrite", overwrite),
+        "page_checksums": check_bool("page_checksums", page_checksums),
         "metadata": {_bytes(k): _bytes(v) for k, v in (metadata or {}).items()},
     }
 

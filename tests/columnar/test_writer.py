@@ -1,10 +1,16 @@
 """write_parquet_shards: values, types and shapes survive a round trip through pyarrow.parquet;
-shards and row groups have the sizes asked for; a failed write leaves only whole shards."""
+shards and row groups have the sizes asked for; pages carry checksums; a failed or killed write
+leaves only whole shards, and the in-progress marker that tells readers the data is not all there."""
 
 from __future__ import annotations
 
 import collections
+import os
+import struct
+import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +21,7 @@ import pytest
 from dataloader import ArrayDataset, Dataset
 from dataloader.columnar import write_parquet_shards
 from dataloader.columnar import _shard_files, _writer
+from dataloader.columnar._files import WRITE_IN_PROGRESS
 from dataloader.columnar._to_arrow import SHAPES_KEY, fixed_shapes
 from dataloader.errors import ArgumentTypeError, ArgumentValueError
 
@@ -152,13 +159,72 @@ def test_default_sizes_come_from_the_bytes_per_row(tmp_path, monkeypatch):
     assert pq.read_metadata(paths[0]).num_row_groups == 4
 
 
-def test_a_failure_mid_write_leaves_only_whole_shards(tmp_path):
+def test_a_failure_mid_write_leaves_whole_shards_and_the_marker(tmp_path):
     with pytest.raises(RuntimeError, match="cannot read sample 250") as caught:
         write_parquet_shards(Counting(1000, fail_at=250), tmp_path / "out", 100, row_group_size=30)
-    assert files(tmp_path / "out") == ["part-00000.parquet", "part-00001.parquet"]
+    assert files(tmp_path / "out") == [WRITE_IN_PROGRESS, "part-00000.parquet", "part-00001.parquet"]
+    assert (tmp_path / "out" / WRITE_IN_PROGRESS).stat().st_size == 0
     assert read(tmp_path / "out").num_rows == 200
     if sys.version_info >= (3, 11):
-        assert any("2 whole shard(s)" in note for note in caught.value.__notes__)
+        assert any("2 whole shard(s)" in note and WRITE_IN_PROGRESS in note for note in caught.value.__notes__)
+
+
+def test_an_exception_from_the_source_iterable_leaves_the_marker(tmp_path):
+    def rows():
+        yield from ((i,) for i in range(12))
+        raise KeyError("the source broke")
+
+    with pytest.raises(KeyError, match="the source broke"):
+        write_parquet_shards(rows(), tmp_path / "out", 5, row_group_size=5)
+    assert files(tmp_path / "out") == [WRITE_IN_PROGRESS, "part-00000.parquet", "part-00001.parquet"]
+    assert read(tmp_path / "out").column("col0").to_pylist() == list(range(10))
+
+
+def test_a_successful_write_leaves_no_marker(tmp_path):
+    out = tmp_path / "out"
+    paths = write_parquet_shards(Counting(12), out, 5)
+    assert files(out) == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    write_parquet_shards(Counting(3), out, 5, overwrite=True)
+    assert files(out) == ["part-00000.parquet"] and len(paths) == 3
+
+
+# Run in a child process: writes one whole shard, says so on stdout, then blocks reading stdin
+# (the parent never writes to it) until the parent SIGKILLs it; no timing is involved.
+_KILLED_WRITER = """
+import sys
+from dataloader.columnar import write_parquet_shards
+
+def rows():
+    yield from ((i,) for i in range(5))  # shard 0: whole once the writer asks for the sixth row
+    print("first shard written", flush=True)
+    sys.stdin.readline()
+    yield (5,)
+
+write_parquet_shards(rows(), sys.argv[1], 5, row_group_size=5)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_a_killed_write_leaves_the_marker(tmp_path):
+    out = tmp_path / "out"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, str(out)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env,
+    )
+    guard = threading.Timer(120, child.kill)  # only if the child hangs before it reports: no endless wait
+    guard.start()
+    try:
+        said = child.stdout.readline()
+        child.kill()  # SIGKILL: no exception handler, no finally runs in the child
+    finally:
+        guard.cancel()
+        _, errors = child.communicate()
+    assert said == "first shard written\n", errors
+    assert child.returncode == -9
+    assert files(out) == [WRITE_IN_PROGRESS, "part-00000.parquet"]
+    assert pq.read_metadata(out / "part-00000.parquet").num_rows == 5
 
 
 def test_a_failure_inside_the_parquet_writer_removes_its_temporary_file(tmp_path, monkeypatch):
@@ -174,7 +240,8 @@ def test_a_failure_inside_the_parquet_writer_removes_its_temporary_file(tmp_path
     monkeypatch.setattr(pq.ParquetWriter, "write_table", fail_on_the_fifth)
     with pytest.raises(OSError, match="disk full"):
         write_parquet_shards(Counting(100), tmp_path / "out", 20, row_group_size=10)
-    assert files(tmp_path / "out") == ["part-00000.parquet", "part-00001.parquet"]  # the third was half written
+    # the third was half written
+    assert files(tmp_path / "out") == [WRITE_IN_PROGRESS, "part-00000.parquet", "part-00001.parquet"]
 
 
 def test_a_killed_write_leaves_a_hidden_temporary_file_that_readers_skip_and_overwrite_removes(tmp_path):
@@ -194,6 +261,41 @@ def test_existing_shards_are_refused_unless_overwrite(tmp_path):
     write_parquet_shards(Counting(15), out, 10, overwrite=True)  # fewer shards: the stale ones go
     assert files(out) == ["part-00000.parquet", "part-00001.parquet"]
     assert read(out).num_rows == 15
+
+
+def test_an_unfinished_write_is_refused_unless_overwrite_which_removes_all_it_left(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / WRITE_IN_PROGRESS).touch()  # a stale marker alone: the earlier write died before any shard
+    with pytest.raises(ArgumentValueError, match=rf"holds {WRITE_IN_PROGRESS}: an earlier write.*0 whole shard"):
+        write_parquet_shards(Counting(5), out)
+    assert files(out) == [WRITE_IN_PROGRESS]
+
+    with pytest.raises(RuntimeError):
+        write_parquet_shards(Counting(30, fail_at=25), out, 10, row_group_size=5, overwrite=True)
+    (out / ".part-00002.parquet.tmp-0123abcd").write_bytes(b"PAR1 half")  # as a SIGKILL leaves it
+    with pytest.raises(ArgumentValueError, match=r"did not finish, and left 2 whole shard\(s\).*overwrite=True"):
+        write_parquet_shards(Counting(5), out)
+    write_parquet_shards(Counting(5), out, overwrite=True)
+    assert files(out) == ["part-00000.parquet"]
+    assert read(out).num_rows == 5
+
+
+def test_overwrite_marks_the_directory_before_it_removes_the_old_shards(tmp_path):
+    out = tmp_path / "out"
+    write_parquet_shards(Counting(30), out, 10)
+    seen = []
+
+    class Watching(pafs.LocalFileSystem):
+        def delete_file(self, path):
+            seen.append(sorted(os.listdir(out)))
+            raise OSError("interrupted while removing the old shards")
+
+    filesystem = Watching()
+    with pytest.raises(OSError, match="interrupted"):
+        write_parquet_shards(Counting(5), str(out), overwrite=True, filesystem=filesystem)
+    assert seen and WRITE_IN_PROGRESS in seen[0]
+    assert WRITE_IN_PROGRESS in files(out)  # the remaining old shards no longer read as a dataset
 
 
 def test_other_parquet_files_in_the_directory_are_refused_even_with_overwrite(tmp_path):
@@ -226,6 +328,50 @@ def test_compression_and_metadata(tmp_path):
     write_parquet_shards(Counting(5), tmp_path / "none", compression=None)
 
 
+def _flip_a_value_byte(path: str, value: int) -> None:
+    """Flip one byte of ``value``'s 8 bytes (stored once in the file, inside a page of column 0)."""
+    data = bytearray(Path(path).read_bytes())
+    pattern = struct.pack("<q", value)
+    assert data.count(pattern) == 1  # not a min or max, so in no statistics: only in the values
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    position = data.index(pattern) + 3
+    assert start < position < start + chunk.total_compressed_size
+    data[position] ^= 0x10
+    Path(path).write_bytes(data)
+
+
+@pytest.mark.parametrize("checksums", [True, False])
+def test_page_checksums_are_written_unless_turned_off(tmp_path, checksums):
+    values = np.arange(1000, dtype=np.int64) * 7 + 1_000_000_007
+    options = {} if checksums else {"page_checksums": False}
+    [path] = write_parquet_shards({"v": values}, tmp_path / "out", compression="none", **options)
+    _flip_a_value_byte(path, int(values[500]))
+    unverified = pq.ParquetFile(path).read().column("v").to_numpy()  # no check: a wrong value, silently
+    assert np.flatnonzero(unverified != values).tolist() == [500]
+    if checksums:
+        with pytest.raises(OSError, match="CRC checksum verification failed"):
+            pq.ParquetFile(path, page_checksum_verification=True).read()
+    else:  # nothing to verify against
+        assert pq.ParquetFile(path, page_checksum_verification=True).read().column("v")[500].as_py() != values[500]
+
+
+def test_the_empty_string_is_not_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ArgumentValueError, match=r"`directory` is an empty string.*\"\.\" for the current"):
+        write_parquet_shards(Counting(5), "")
+    with pytest.raises(ArgumentValueError, match="empty string"):
+        write_parquet_shards(Counting(5), "", filesystem=pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()))
+    assert list(tmp_path.iterdir()) == []
+    write_parquet_shards(Counting(5), ".")
+    assert files(tmp_path) == ["part-00000.parquet"]
+
+
+def test_the_docstrings_describe_the_marker():
+    assert WRITE_IN_PROGRESS in (_shard_files.__doc__ or "")
+    assert WRITE_IN_PROGRESS in (write_parquet_shards.__doc__ or "")
+
+
 def test_progress_bar_and_its_missing_dependency(tmp_path, capsys, monkeypatch):
     write_parquet_shards(Counting(20), tmp_path / "out", progress=True)
     assert "20" in capsys.readouterr().err
@@ -245,6 +391,7 @@ def test_progress_bar_and_its_missing_dependency(tmp_path, capsys, monkeypatch):
         ({"columns": ["a"]}, ArgumentValueError, "tuples of 2 fields"),
         ({"metadata": {"a": 1}}, ArgumentTypeError, "`metadata` must be a dict of strings"),
         ({"overwrite": "yes"}, ArgumentTypeError, "`overwrite` must be True or False"),
+        ({"page_checksums": 1}, ArgumentTypeError, "`page_checksums` must be True or False"),
     ],
 )
 def test_arguments_are_checked(tmp_path, kwargs, error, match):
@@ -281,4 +428,4 @@ def test_max_shards_keeps_the_names_sortable(tmp_path, monkeypatch):
     monkeypatch.setattr(_shard_files, "MAX_SHARDS", 2)
     with pytest.raises(ArgumentValueError, match="raise rows_per_shard"):
         write_parquet_shards(Counting(5), tmp_path / "out", 2)
-    assert files(tmp_path / "out") == ["part-00000.parquet", "part-00001.parquet"]
+    assert files(tmp_path / "out") == [WRITE_IN_PROGRESS, "part-00000.parquet", "part-00001.parquet"]
