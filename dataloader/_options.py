@@ -17,13 +17,12 @@ from ._validate import (
 )
 from ._failure_book import DEFAULT_MAX_ERRORS, ON_ERROR, check_max_errors
 from .errors import ArgumentTypeError, ArgumentValueError
+from .memory import max_workers, shm_ceiling
 
 START_METHODS = ("fork", "spawn", "forkserver")
 AUTO = "auto"
 _AUTO_HINT = "Or 'auto', to have it tuned while the loader runs."
 WORKER_TYPES = ("process", "thread")
-
-
 @dataclass(frozen=True)
 class LoaderOptions:
     """Every knob of a :class:`DataLoader` besides its building blocks."""
@@ -73,8 +72,9 @@ class LoaderOptions:
     def __post_init__(self) -> None:
         # Checked values are stored as the checks return them (a NumPy integer as an int,
         # an infinite timeout as 0), so nothing downstream meets a type it did not expect.
+        check_choice("worker_type", self.worker_type, WORKER_TYPES)
         checked = {
-            "num_workers": _check_workers(self.num_workers),
+            "num_workers": _check_workers(self.num_workers, self.worker_type),
             "timeout": check_timeout("timeout", self.timeout),
             "preload": check_bool("preload", self.preload),
             "parallel_stream": check_bool("parallel_stream", self.parallel_stream),
@@ -88,7 +88,7 @@ class LoaderOptions:
             "repeats": check_positive_int("repeats", self.repeats),
         }
         if self.shm_budget is not None:
-            checked["shm_budget"] = check_positive_int("shm_budget", self.shm_budget, "It is a number of bytes.")
+            checked["shm_budget"] = _check_shm_budget(self.shm_budget)
         if self.prefetch_factor is not None and self.prefetch_factor != AUTO:
             checked["prefetch_factor"] = check_positive_int("prefetch_factor", self.prefetch_factor, _AUTO_HINT)
         if self.batches_per_message is not None:
@@ -118,7 +118,6 @@ class LoaderOptions:
                 f"`worker_init_fn` must be callable (worker_id) -> None; got {self.worker_init_fn!r}."
             )
         _check_context(self.multiprocessing_context)
-        check_choice("worker_type", self.worker_type, WORKER_TYPES)
         if self.buffer_on_request and not self.buffer_size:
             raise ArgumentValueError(
                 "`buffer_on_request=True` needs a buffer; got buffer_size=0. Set buffer_size >= 1."
@@ -172,12 +171,29 @@ class LoaderOptions:
         return self.multiprocessing_context
 
 
-def _check_workers(value: Any) -> int | str:
+def _check_workers(value: Any, worker_type: str) -> int | str:
     if value == AUTO and isinstance(value, str):
         return AUTO
     if isinstance(value, str):
         raise ArgumentValueError(f"`num_workers` must be a non-negative integer or 'auto'; got {value!r}.")
-    return check_non_negative_int("num_workers", value, _AUTO_HINT)
+    count = check_non_negative_int("num_workers", value, _AUTO_HINT)
+    if count > 1:  # no limit is below 1: skip reading it
+        limit, why = max_workers(worker_type)
+        if count > limit:
+            raise ArgumentValueError(f"`num_workers` must be at most {limit} here; got {count}: {why}.")
+    return count
+
+
+def _check_shm_budget(value: Any) -> int:
+    budget = check_positive_int("shm_budget", value, "It is a number of bytes.")
+    ceiling, what = shm_ceiling()
+    if budget > ceiling:
+        raise ArgumentValueError(
+            f"`shm_budget` must be at most {ceiling} bytes ({ceiling / 2**30:.1f} GiB, {what}); "
+            f"got {budget}. It is a number of bytes: the shared memory all workers together may "
+            "keep, e.g. shm_budget=2 * 2**30 for 2 GiB."
+        )
+    return budget
 
 
 def _check_hooks(hooks: Any) -> tuple:

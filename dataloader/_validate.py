@@ -42,12 +42,22 @@ def check_non_negative_int(name: str, value: Any, hint: str = "") -> int:
 
 
 def check_non_negative_number(name: str, value: Any, hint: str = "") -> float:
-    """Return ``value`` as a float, or raise if it is not a real number >= 0."""
+    """Return ``value`` as a float, or raise if it is not a real number >= 0 (NaN is not)."""
+    _check_non_negative_real(name, value, hint)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond the largest float
+        raise ArgumentValueError(
+            f"`{name}` must be a number >= 0 that fits a float; got an integer of "
+            f"{int(value).bit_length()} bits.{_sep(hint)}"
+        ) from None
+
+
+def _check_non_negative_real(name: str, value: Any, hint: str) -> None:
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise ArgumentTypeError(f"`{name}` must be a number >= 0; got {value!r}.{_sep(hint)}")
     if not value >= 0:  # also rejects NaN
         raise ArgumentValueError(f"`{name}` must be a number >= 0; got {value!r}.{_sep(hint)}")
-    return float(value)
 
 
 # The longest finite wait, in seconds: the executor waits with ``poll()``, which takes a C int
@@ -58,17 +68,19 @@ MAX_TIMEOUT = 2**31 // 1000
 def check_timeout(name: str, value: Any, hint: str = "Use 0 (or float('inf')) to wait forever.") -> float:
     """Return ``value`` in seconds, 0.0 meaning "wait forever"; infinity is taken as 0.0.
 
-    A finite value above :data:`MAX_TIMEOUT` is refused here rather than overflowing the
-    first wait that uses it.
+    A finite value above :data:`MAX_TIMEOUT` (an int too large for a float too) is refused here
+    rather than overflowing the first wait that uses it.
     """
-    seconds = check_non_negative_number(name, value, hint)
-    if math.isinf(seconds):
+    _check_non_negative_real(name, value, hint)
+    if value == math.inf:
         return 0.0
-    if seconds > MAX_TIMEOUT:
+    if value > MAX_TIMEOUT:
+        huge = isinstance(value, numbers.Integral) and value >= 2**64  # repr: too long to read
+        shown = f"an integer of {int(value).bit_length()} bits" if huge else repr(value)
         raise ArgumentValueError(
-            f"`{name}` must be at most {MAX_TIMEOUT} seconds (about 24 days); got {value!r}.{_sep(hint)}"
+            f"`{name}` must be at most {MAX_TIMEOUT} seconds (about 24 days); got {shown}.{_sep(hint)}"
         )
-    return seconds
+    return float(value)
 
 
 def check_bool(name: str, value: Any) -> bool:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, cast
 import numpy as np
 
 from . import _alloc
+from ._validate import check_non_negative_int
 from .errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
 
 
@@ -51,7 +52,7 @@ class Collated:
 
     def __init__(self, batch: Any, size: int, rows: Callable[[], list[Any]] | None = None) -> None:
         self.batch = batch
-        self.size = size  # samples in the batch (the monitor counts them)
+        self.size = check_non_negative_int("size", size)  # samples in the batch (the monitor counts them)
         self._rows = rows
 
     @property

@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import re
+import resource
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
@@ -25,7 +26,8 @@ from .errors import SharedMemoryError
 __all__ = [
     "CgroupMemory", "MemoryRoom", "ShmRoom", "TreeMemory", "WorkerMemoryEstimate",
     "available_cpus", "cgroup_cpu_seconds", "cgroup_memory", "check_shm", "check_worker_memory",
-    "cpu_quota", "describe_oom", "describe_shm", "memory_room", "process_tree_memory", "shm_room",
+    "cpu_quota", "describe_oom", "describe_shm", "max_workers", "memory_room", "process_tree_memory",
+    "shm_ceiling", "shm_room",
 ]
 
 logger = logging.getLogger("dataloader")
@@ -292,6 +294,20 @@ def shm_room(path: str = "/dev/shm") -> ShmRoom | None:
     return ShmRoom(str(path), stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize)
 
 
+def shm_ceiling(path: str = "/dev/shm") -> tuple[int, str]:
+    """The most shared memory this machine could ever hold, and what bounds it.
+
+    Segments are ``memfd`` files, backed by RAM or swap (a cgroup limit may be raised later, so it
+    is not the bound); where ``memfd_create`` is missing they live in ``path``, whose size bounds
+    them. A shared-memory budget above this is a mistake, not a cap (``shm_budget=2**62``).
+    """
+    machine = int(psutil.virtual_memory().total) + int(psutil.swap_memory().total)
+    room = None if hasattr(os, "memfd_create") else shm_room(path)
+    if room is not None and room.total < machine:
+        return room.total, f"the size of {room.path}"
+    return machine, "the RAM and swap of this machine"
+
+
 def check_shm(budget_bytes: int, path: str = "/dev/shm") -> ShmRoom | None:
     """Raise :class:`SharedMemoryError` if ``path`` has less free room than ``budget_bytes``.
 
@@ -420,3 +436,48 @@ def describe_shm(path: str = "/dev/shm") -> str:
 
 def _mib(n: int) -> str:
     return f"{n / _MIB:.1f} MiB"
+
+
+# File descriptors a worker holds in the main process, measured from /proc/self/fd while loaders
+# of 1, 4 and 8 workers ran (tests/_workers/test_resource_limits.py checks them): a process 4 (its
+# connection, its stack pipe, multiprocessing's two sentinel pipe ends), plus 1 where it starts
+# later than the pool (the autotuner, a replacement: it has its own "parent alive" pipe); a
+# thread 6 (a message pipe each way and its exit pipe).
+DESCRIPTORS_PER_WORKER = {"process": 5, "thread": 6}
+# Descriptors left to the rest of the program (its files and sockets, the pool's own pipes), or
+# a quarter of the limit where that is small.
+_DESCRIPTOR_RESERVE = 64
+# More workers than this many per usable CPU only queue for the CPUs (each with its own memory);
+# a floor keeps waiting-bound pools (remote reads) possible on small machines.
+WORKERS_PER_CPU = 32
+_MIN_WORKER_LIMIT = 64
+
+
+def max_workers(worker_type: str = "process", proc_root: str = "/proc") -> tuple[int, str]:
+    """The most workers of ``worker_type`` a loader may start here, and why that many.
+
+    The smaller of what the open-files limit (``ulimit -n``) leaves room for, at
+    :data:`DESCRIPTORS_PER_WORKER` each, and :data:`WORKERS_PER_CPU` per usable CPU (at least
+    :data:`_MIN_WORKER_LIMIT`): ``num_workers=10000`` would otherwise spend minutes starting
+    processes before failing. The autotuner never grows a pool past it either.
+    """
+    cpus = available_cpus(proc_root)
+    by_cpus = max(_MIN_WORKER_LIMIT, WORKERS_PER_CPU * cpus)
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        soft = None
+    cost = DESCRIPTORS_PER_WORKER.get(worker_type, DESCRIPTORS_PER_WORKER["process"])
+    reserve = min(_DESCRIPTOR_RESERVE, (soft or 0) // 4)
+    by_files = None if soft is None else max(1, (soft - reserve) // cost)
+    if by_files is not None and by_files < by_cpus:
+        return by_files, (
+            f"each {worker_type} worker holds {cost} file descriptors in the main process, and the "
+            f"open-files limit (ulimit -n) of {soft}, less {reserve} kept for the rest of the "
+            f"program, has room for {by_files}. Use fewer workers, or raise the limit "
+            f"(ulimit -n {max(4096, soft * 2)} in the shell that starts the program)"
+        )
+    return by_cpus, (
+        f"that is {WORKERS_PER_CPU} per usable CPU ({cpus} here), at least {_MIN_WORKER_LIMIT}; "
+        "more workers would only queue for the CPUs, each with memory of its own. Use fewer "
+        "workers, or num_workers='auto' to have the pool sized while the loader runs"
+    )

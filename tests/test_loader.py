@@ -19,6 +19,7 @@ from dataloader import (
     StreamSampler,
 )
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, LoaderTimeoutError, WorkerError
+from dataloader.memory import shm_ceiling
 from dataloader.transform import PseudoTransform, Transform
 from tests.harness import assert_same_batches, collect
 
@@ -103,6 +104,16 @@ def test_megengine_attributes_are_reachable():
 def test_bad_arguments_fail_at_construction(kwargs, error, text):
     with pytest.raises(error, match=text):
         DataLoader(arrays(), **kwargs)
+
+
+@pytest.mark.parametrize("budget", [2**62, "ceiling + 1"])
+def test_a_shared_memory_budget_no_machine_here_could_hold_is_refused(budget):
+    ceiling, what = shm_ceiling()
+    budget = ceiling + 1 if budget == "ceiling + 1" else budget
+    with pytest.raises(ArgumentValueError, match=rf"`shm_budget` must be at most {ceiling} bytes") as info:
+        DataLoader(arrays(), num_workers=1, shm_budget=budget)
+    assert what in str(info.value) and f"got {budget}" in str(info.value)
+    assert DataLoader(arrays(), num_workers=1, shm_budget=ceiling).options.shm_budget == ceiling
 
 
 def test_argument_errors_are_value_and_type_errors():

@@ -1,8 +1,11 @@
 import math
 
+import numpy as np
 import pytest
 
+from dataloader import ArrayDataset, Collated, DataLoader, ReplacementSampler, ThreadBuffer
 from dataloader import _validate as v
+from dataloader.monitor import MonitorSettings
 from dataloader.errors import ArgumentTypeError, ArgumentValueError
 
 
@@ -98,3 +101,67 @@ def test_check_len_refuses_what_len_would_refuse_later():
         v.check_len("dataset", _Sized(-1))
     with pytest.raises(ArgumentTypeError, match=r"_Sized.__len__ returned 2.5\."):
         v.check_len("dataset", _Sized(2.5))
+
+
+# -- NaN, infinity and numbers too large for a float, in every float-valued option ------------
+
+
+def test_a_timeout_too_large_for_a_float_is_refused_not_an_overflow():
+    for name, build in (
+        ("DataLoader", lambda t: DataLoader(ArrayDataset(np.arange(4)), timeout=t)),
+        ("ThreadBuffer", lambda t: ThreadBuffer(range(3), timeout=t)),
+    ):
+        with pytest.raises(ArgumentValueError, match=r"`timeout` must be at most 2147483 seconds .*integer of 1329 bits"):
+            build(10**400)  # was OverflowError: int too large to convert to float
+    with pytest.raises(ArgumentValueError, match="that fits a float; got an integer of 1329 bits"):
+        v.check_non_negative_number("seconds", 10**400)
+
+
+def _loader(**kwargs):
+    return DataLoader(ArrayDataset(np.arange(4)), **kwargs)
+
+
+NAN, INF = math.nan, math.inf
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x: _loader(timeout=x),
+        lambda x: ThreadBuffer(range(3), timeout=x),
+        lambda x: _loader(on_error="skip", max_errors=x),
+        lambda x: ReplacementSampler(range(4), weights=[1.0, x, 1.0, 1.0]),
+        lambda x: Collated(np.zeros(2), x),
+    ],
+    ids=["loader-timeout", "buffer-timeout", "max_errors", "weights", "collated-size"],
+)
+def test_nan_is_refused_by_every_float_option(build):
+    for nan in (NAN, np.float64(NAN), np.float32(NAN)):
+        with pytest.raises((ArgumentValueError, ArgumentTypeError)):
+            build(nan)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x: _loader(on_error="skip", max_errors=x),
+        lambda x: ReplacementSampler(range(4), weights=[1.0, x, 1.0, 1.0]),
+        lambda x: Collated(np.zeros(2), x),
+    ],
+    ids=["max_errors", "weights", "collated-size"],
+)
+def test_infinity_is_refused_where_it_means_nothing(build):
+    with pytest.raises((ArgumentValueError, ArgumentTypeError)):
+        build(INF)
+
+
+def test_an_infinite_timeout_still_waits_forever():
+    assert _loader(timeout=INF).options.timeout == 0.0
+    assert ThreadBuffer(range(3), timeout=np.float64(INF)).timeout == 0.0
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "NaN"])
+def test_a_monitor_interval_of_nan_or_infinity_falls_back_to_the_default(raw, caplog):
+    settings = MonitorSettings.from_env({"DATALOADER_MONITOR": "1", "DATALOADER_MONITOR_INTERVAL": raw})
+    assert settings.log_interval is not None and math.isfinite(settings.log_interval)
+    assert "is not a number of seconds >= 0" in caplog.text

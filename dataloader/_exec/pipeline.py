@@ -41,7 +41,7 @@ from ..transform._base import split_batch_transforms
 from .checkpoint import fresh_position, make_state, read_state, saved_base_seed
 from .iterator import LoaderIterator
 from .parallel import ParallelExecutor
-from .pool_start import start_pool
+from .pool_start import built_on, start_pool
 from .serial import SerialExecutor
 from .spec import PipelineSpec
 
@@ -241,10 +241,11 @@ class Pipeline:
         if owns_pool:
             pool = self._start_pool()
         on_close = pool.shutdown if owns_pool else None  # a persistent pool outlives the epoch
-        return ParallelExecutor(
-            pool, tasks, epoch, options, on_close, recorder, owner=self, resume=resume,
-            worker_streams=self.source.worker_batch_size is not None, tuner=self._tuner,
-        )
+        with built_on(pool, owns_pool):
+            return ParallelExecutor(
+                pool, tasks, epoch, options, on_close, recorder, owner=self, resume=resume,
+                worker_streams=self.source.worker_batch_size is not None, tuner=self._tuner,
+            )
 
     def _worker_count(self) -> int:
         """Workers an epoch starts with: the option, or where tuned, what the tuner holds now."""

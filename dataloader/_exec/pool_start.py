@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import itertools
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 from .._stages.source import Source
+from .._workers.descriptors import check_room, descriptors_for
 from .._workers.loop import WorkerBoot
 from .._workers.pool import WorkerPool
 from .._workers.threads import ThreadWorkerPool
@@ -22,8 +25,9 @@ _pool_ids = itertools.count()
 
 
 def start_pool(spec: PipelineSpec, source: Source, count: int, most: int | None = None) -> WorkerPool | ThreadWorkerPool:
-    """Start ``count`` workers (after checking memory room, for processes). ``most``: the
-    most the pool may grow to (the autotuner's bound), which the memory budget is split by."""
+    """Start ``count`` workers (after checking that the open-files limit has room for them and,
+    for processes, the memory room). ``most``: the most the pool may grow to (the autotuner's
+    bound), which the memory budget is split by."""
     options = spec.options
     threads = options.worker_type == "thread"  # no shared memory: no budget, no room to check
     room = None if threads else memory_room()
@@ -49,12 +53,33 @@ def start_pool(spec: PipelineSpec, source: Source, count: int, most: int | None 
         )
         for worker_id in range(count)
     ]
-    if threads:
-        return ThreadWorkerPool(boots)
+    context = None if threads else options.context()
+    method = "thread" if context is None else context.get_start_method()
+    check_room(count, method)  # before any worker starts: none is left to stop
+    if context is None:
+        with descriptors_for(count, method):
+            return ThreadWorkerPool(boots)
     check_worker_memory(count, None, per_worker * count, room=room)
     if not hasattr(os, "memfd_create"):  # segments then live in /dev/shm
         check_shm(per_worker * most)
-    return WorkerPool(boots, options.context())
+    with descriptors_for(count, method):
+        return WorkerPool(boots, context)
+
+
+@contextmanager
+def built_on(pool: WorkerPool | ThreadWorkerPool, owned: bool) -> Iterator[None]:
+    """Around what an epoch builds on ``pool`` (its executor, whose wake-up pipe is the last
+    descriptor of its start): on failure an ``owned`` pool is shut down, and a lack of
+    descriptors is told as the pool's start would have told it."""
+    context = getattr(pool, "context", None)
+    method = "thread" if context is None else context.get_start_method()
+    try:
+        with descriptors_for(len(pool.workers), method):
+            yield
+    except BaseException:
+        if owned:
+            pool.shutdown()
+        raise
 
 
 def _per_worker_budget(total: int | None, count: int, room: MemoryRoom) -> int:

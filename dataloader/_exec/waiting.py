@@ -35,6 +35,7 @@ class _WakeUp:
     writes to it, and the wait returns at once. Its descriptors close with it."""
 
     def __init__(self) -> None:
+        self.fd = self._write = -1  # what close() sees where os.pipe() fails (ulimit -n)
         self.fd, self._write = os.pipe()
         os.set_blocking(self._write, False)
 

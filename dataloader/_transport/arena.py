@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from .mapping import map_shared
+from .mapping import address_limit, map_shared, unsendable
 from .segment import align, create_fd, reserve
 
 logger = logging.getLogger("dataloader")
@@ -110,8 +110,9 @@ class Segment:
 _NO_DESCRIPTOR = (errno.EMFILE, errno.ENFILE)
 
 
-class OutOfDescriptors(Exception):
-    """No descriptor could be opened for a new segment (``ulimit -n``); the pool logged why."""
+class NoSegment(Exception):
+    """A new segment could not be made for lack of a process resource: a descriptor
+    (``ulimit -n``) or address space to map it in (``ulimit -v``). The pool logged why."""
 
 
 class SegmentPool:
@@ -120,8 +121,8 @@ class SegmentPool:
     ``announce(segment, fd)`` tells the main process about a new segment (and
     passes its descriptor); ``retire(segment_id)`` tells it one is gone.
     Segments beyond what recent batches needed are retired (see :data:`TRIM_WINDOW`).
-    When no descriptor can be opened for a new segment, :meth:`acquire` raises
-    :class:`OutOfDescriptors` (after a warning): the batch then travels inline.
+    When no descriptor can be opened for a new segment, or no address space is left to map it,
+    :meth:`acquire` raises :class:`NoSegment` (after a warning): the batch then travels inline.
     """
 
     def __init__(
@@ -142,7 +143,7 @@ class SegmentPool:
         self._peak = 0  # the most segments lent at once in it
         # Segments whose descriptor is open, least recently used first (see OPEN_DESCRIPTORS).
         self._open: collections.OrderedDict[int, Segment] = collections.OrderedDict()
-        self._warned = False
+        self._warned: set[str] = set()  # the shortages warned of: later ones log at DEBUG
 
     @property
     def reserved(self) -> int:
@@ -224,21 +225,19 @@ class SegmentPool:
 
     def _create(self, size: int, need: int) -> Segment:
         try:
-            fd = create_fd(size, f"{self._name}-{self._next_id}", reserved=need)
+            # Backed only once mapped: a segment that cannot be mapped costs no memory.
+            fd = create_fd(size, f"{self._name}-{self._next_id}", reserved=0)
         except OSError as error:
             if error.errno not in _NO_DESCRIPTOR:
                 raise
-            raise self._out_of_descriptors(error) from error
+            raise self._no_segment(error, size) from error
         try:
-            # multiprocessing's send_handle duplicates the socket to pass ``fd``: make sure it
-            # can, before the announcement (after it the main process waits for a descriptor).
-            os.close(os.dup(fd))
-            segment = Segment(self._next_id, size, map_shared(fd, size), fd, min(need, size))
-        except OSError as error:
+            buffer = self._map(fd, size)
+            reserve(fd, 0, min(need, size))
+        except BaseException:
             os.close(fd)
-            if error.errno not in _NO_DESCRIPTOR:
-                raise
-            raise self._out_of_descriptors(error) from error
+            raise
+        segment = Segment(self._next_id, size, buffer, fd, min(need, size))
         try:
             self._announce(segment, fd)
         except BaseException:
@@ -251,18 +250,42 @@ class SegmentPool:
             self._open.popitem(last=False)[1].close_fd()
         return segment
 
-    def _out_of_descriptors(self, error: OSError) -> OutOfDescriptors:
+    def _map(self, fd: int, size: int) -> memoryview:
+        """``size`` bytes of ``fd`` mapped, or :class:`NoSegment` where descriptors or address
+        space ran out."""
+        try:
+            # multiprocessing's send_handle duplicates the socket to pass ``fd``: make sure it
+            # can, before the announcement (after it the main process waits for a descriptor).
+            os.close(os.dup(fd))
+            return map_shared(fd, size)
+        except (OSError, MemoryError) as error:
+            if isinstance(error, OSError) and error.errno not in (*_NO_DESCRIPTOR, errno.ENOMEM):
+                raise
+            raise self._no_segment(error, size) from error
+
+    def _no_segment(self, error: OSError | MemoryError, size: int) -> NoSegment:
         """Say why batches will travel inline (a warning the first time), and what to raise."""
-        log = logger.debug if self._warned else logger.warning
-        self._warned = True
-        log(
-            "DataLoader worker process %d has no file descriptor left for a shared-memory "
-            "segment (%s; the limit is %d); sending batches through a pipe instead (slower). "
-            "Raise the limit (ulimit -n, or resource.setrlimit(resource.RLIMIT_NOFILE, ...) "
-            "before the workers start), or keep fewer files open in the dataset.",
-            os.getpid(), os.strerror(error.errno), resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-        )
-        return OutOfDescriptors()
+        kind = "descriptors" if getattr(error, "errno", None) in _NO_DESCRIPTOR else "address space"
+        log = logger.debug if kind in self._warned else logger.warning
+        self._warned.add(kind)
+        if kind == "descriptors":
+            log(
+                "DataLoader worker process %d has no file descriptor left for a shared-memory "
+                "segment (%s; the limit is %d); sending batches through a pipe instead (slower). "
+                "Raise the limit (ulimit -n, or resource.setrlimit(resource.RLIMIT_NOFILE, ...) "
+                "before the workers start), or keep fewer files open in the dataset.",
+                os.getpid(), os.strerror(error.errno), resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+            )
+        else:
+            log(
+                "DataLoader worker process %d cannot map a shared-memory segment of %.1f MiB: no "
+                "address space left (its limit, RLIMIT_AS or ulimit -v, is %s); sending batches "
+                "through a pipe instead (slower). Raise the limit (ulimit -v unlimited, or "
+                "resource.setrlimit(resource.RLIMIT_AS, ...) before the workers start), or use "
+                "smaller batches; with no such limit, vm.max_map_count was reached.",
+                os.getpid(), size / 2**20, address_limit(),
+            )
+        return NoSegment()
 
 
 class BumpAllocator:
@@ -292,11 +315,23 @@ class BumpAllocator:
             acquire, self._acquire = self._acquire, None
             try:
                 self.segment = acquire()
-            except OutOfDescriptors:
+            except NoSegment:
                 self.segment = None  # the batch will travel inline
         start = align(self.used)
         if self.segment is None or start + nbytes > self.segment.capacity:
-            return np.empty(shape, dtype)
+            return _private(shape, dtype, nbytes)
         self.segment.back(start + nbytes)
         self.used = start + nbytes
         return np.frombuffer(self.segment.buffer, dtype, count=count, offset=start).reshape(shape)
+
+
+def _private(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
+    """``np.empty(shape, dtype)``, for an array no segment holds. Where that finds no memory
+    under ``ulimit -v`` (the segment could not be mapped either), the limit's error."""
+    try:
+        return np.empty(shape, dtype)
+    except MemoryError as error:
+        limited = unsendable(nbytes)
+        if limited is None:
+            raise
+        raise limited from error

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .arena import BumpAllocator, OutOfDescriptors, Segment, SegmentPool
+from .arena import BumpAllocator, NoSegment, Segment, SegmentPool
+from .mapping import unsendable
 from .segment import align
 from .skeleton import Plain, SkeletonBook, SkeletonNames, as_bytes, flatten
 
@@ -86,7 +87,13 @@ def fits_inline(raws: list[memoryview]) -> bool:
 
 def inline(meta: bytes | Plain, raws: list[memoryview]) -> InlineBatch:
     """Carry the buffers in the message (writable copies, as users expect)."""
-    return InlineBatch(meta, tuple(bytearray(raw) for raw in raws))
+    try:
+        return InlineBatch(meta, tuple(bytearray(raw) for raw in raws))
+    except MemoryError as error:  # under ulimit -v, where the segment could not be mapped either
+        limited = unsendable(sum(raw.nbytes for raw in raws))
+        if limited is None:
+            raise
+        raise limited from error
 
 
 def pack(
@@ -96,8 +103,8 @@ def pack(
 
     Buffers the collator already wrote into the allocator's segment stay
     where they are; the rest are copied behind them, or everything moves to
-    a bigger segment when they do not fit. With no descriptor left for a new
-    segment the batch travels inline.
+    a bigger segment when they do not fit. With no descriptor or address space
+    left for a new segment the batch travels inline.
     """
     current = allocator.segment if allocator is not None else None
     if not raws:
@@ -112,7 +119,7 @@ def pack(
             return SharedBatch(current.id, meta, layout)
     try:
         fresh = pool.acquire(total)
-    except OutOfDescriptors:  # no descriptor for a new segment (ulimit -n): send it inline
+    except NoSegment:  # no descriptor or address space for a new segment: send it inline
         _give_back(pool, current)
         return inline(meta, raws)
     if fresh is None:

@@ -17,10 +17,13 @@ import ctypes
 import functools
 import mmap
 import os
+import resource
 import sys
 from typing import Any
 
 import numpy as np
+
+from ..errors import ResourceLimitError
 
 _PROT = mmap.PROT_READ | mmap.PROT_WRITE
 _MAP_FAILED = ctypes.c_void_p(-1).value
@@ -75,3 +78,24 @@ def map_shared(fd: int, size: int) -> memoryview:
         error = ctypes.get_errno()
         raise OSError(error, f"cannot map a shared segment of {size} bytes: {os.strerror(error)}")
     return memoryview(np.asarray(_Mapping(address, size, munmap)))
+
+
+def address_limit() -> str:
+    """This process's address-space limit (``RLIMIT_AS``, ``ulimit -v``) in words."""
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft / 2**20:,.0f} MiB"
+
+
+def unsendable(nbytes: int) -> ResourceLimitError | None:
+    """The error for a batch of ``nbytes`` that found no memory to be made or copied into a
+    message in (the fall-back where its segment could not be mapped): under an address-space
+    limit, one naming it and the fix; None without one (memory is full: MemoryError says so)."""
+    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+        return None
+    return ResourceLimitError(
+        f"no room for a batch of {nbytes / 2**20:,.1f} MiB, in a shared-memory segment or in "
+        f"private memory to send it through the pipe: this process has no address space left "
+        f"under its limit (RLIMIT_AS, ulimit -v) of {address_limit()}. Raise the limit (ulimit "
+        "-v unlimited in the shell that starts the program, or resource.setrlimit("
+        "resource.RLIMIT_AS, ...) before the loader starts), or use smaller batches."
+    )

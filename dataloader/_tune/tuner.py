@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import psutil
 
+from ..memory import max_workers as worker_ceiling
 from ..memory import memory_room
 from ..monitor import Recorder, TuningChange
 from .cpu import CpuMeter
@@ -103,9 +104,11 @@ class Autotuner:
         self.proc_root = proc_root
         room = memory_room(proc_root)
         cpus = self.cpu.usable
+        # Two per CPU, within what the loader allows any pool here (ulimit -n, the CPUs).
+        ceiling = worker_ceiling("thread" if threads else "process", proc_root)[0]
         self.limits = Limits(
             cpus=cpus,
-            max_workers=max(1, 2 * math.ceil(cpus)) if workers else fixed_workers,
+            max_workers=min(max(1, 2 * math.ceil(cpus)), ceiling) if workers else fixed_workers,
             memory_margin=int(MEMORY_MARGIN * room.total),
             tune_workers=workers,
             tune_depth=depth,

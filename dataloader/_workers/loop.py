@@ -39,6 +39,7 @@ from .._stages.shard import ShardReader
 from .._stages.task import BatchTask, listed
 from .._transport.arena import BumpAllocator, Segment, SegmentPool
 from .._transport.codec import LocalBatch, SharedBatch, fits_inline, inline, pack, split
+from .._transport.mapping import unsendable
 from .._transport.skeleton import SkeletonNames
 from ..worker import WorkerInfo
 from .messages import (
@@ -243,15 +244,37 @@ class WorkerLoop:
     def _reply(self, message: Any) -> None:
         """Answer a task: at once, or with the rest of its :class:`RunTasks`."""
         if self._replies is None:
-            self.conn.send(message)
+            self._send(message)
         else:
             self._replies.append(message)
 
     def _send_replies(self) -> None:
         """Send the answers held so far (before blocking, the main process may need them)."""
         if self._replies:
-            self.conn.send(Replies(tuple(self._replies)))
+            try:
+                self.conn.send(Replies(tuple(self._replies)))
+            except MemoryError:  # one of them is a batch too large to copy: each on its own
+                for message in self._replies:
+                    self._send(message)
             self._replies.clear()
+
+    def _send(self, message: Any) -> None:
+        """Send ``message``. A batch travelling inline whose pickled copy finds no memory (under
+        ulimit -v, its segment could not be mapped either) is answered with the error instead:
+        nothing was written yet, and the worker lives on."""
+        try:
+            self.conn.send(message)
+        except MemoryError as error:
+            if type(message) is not BatchDone:
+                raise
+            limited = unsendable(message.payload.nbytes)
+            try:  # raised, so that the captured error carries its message and traceback
+                if limited is None:
+                    raise
+                raise limited from error
+            except Exception as failure:
+                captured = self._capture(failure, None, "transport")
+            self.conn.send(BatchFailed(message.epoch, message.index, captured, recoverable=False))
 
     def _run(self, task: BatchTask) -> None:
         if self.local:

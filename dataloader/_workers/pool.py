@@ -32,6 +32,7 @@ from typing import Any, Iterator
 from ..errors import ArgumentTypeError, SharedMemoryError, WorkerDiedError
 from ..memory import describe_oom, describe_shm
 from .._transport.receiver import Receiver
+from .descriptors import START_PEAK, descriptors_for, ensure_free
 from .fork_safety import watch
 from .handle import STOP_GRACE, Handle
 from .loop import PickledBoot, WorkerBoot, run_worker
@@ -72,7 +73,11 @@ class WorkerPool:
         self.receiver = Receiver()
         self.workers: list[WorkerHandle] = []
         self._context = context
-        self._alive_in, self._alive_out = context.Pipe(duplex=False)
+        try:
+            self._alive_in, self._alive_out = context.Pipe(duplex=False)
+        except BaseException:
+            self.receiver.close()
+            raise
         self._boots = {boot.worker_id: boot for boot in boots}  # to start a worker's replacement
         # The "parent alive" pipes of workers started later (replacements, a larger pool), by id.
         self._spare_alive: dict[int, Connection] = {}
@@ -138,9 +143,12 @@ class WorkerPool:
     def _start_another(self, template: WorkerBoot, name: str) -> WorkerHandle:
         """Start a worker with the next free id from ``template``, the pool's other workers running."""
         new_id = len(self.workers)
-        alive_in, alive_out = self._context.Pipe(duplex=False)
+        method = self._context.get_start_method()
+        with descriptors_for(1, method):
+            ensure_free(START_PEAK[method] + 2)  # its own "parent alive" pipe too
+            alive_in, alive_out = self._context.Pipe(duplex=False)
         self._spare_alive[new_id] = alive_out
-        fork = self._context.get_start_method() == "fork"
+        fork = method == "fork"
         # Under fork the child inherits every "parent alive" write end: it must close them, or
         # no worker would see the main process die.
         inherited = tuple(c.fileno() for c in (self._alive_out, *self._spare_alive.values())) if fork else ()
@@ -150,7 +158,7 @@ class WorkerPool:
         )
         self._boots[new_id] = boot
         try:
-            with _heap_frozen() if fork else nullcontext():
+            with _heap_frozen() if fork else nullcontext(), descriptors_for(1, method):
                 handle = self._start(boot, alive_in)
         finally:
             alive_in.close()
@@ -165,13 +173,31 @@ class WorkerPool:
         return self._context
 
     def _start(self, boot: WorkerBoot, alive_in: Connection | None = None) -> WorkerHandle:
+        """Start one worker process; whatever it opened is closed again if that fails."""
+        ensure_free(START_PEAK[self._context.get_start_method()])
         main_end, worker_end = self._context.Pipe(duplex=True)
-        stack_in, stack_out = self._context.Pipe(duplex=False)
+        try:
+            stack_in, stack_out = self._context.Pipe(duplex=False)
+        except BaseException:
+            _close_quietly(main_end, worker_end)
+            raise
+        try:
+            process = self._launch(boot, worker_end, alive_in or self._alive_in, stack_out)
+        except BaseException:
+            _close_quietly(main_end, stack_in)
+            raise
+        finally:
+            _close_quietly(worker_end, stack_out)
+        os.set_blocking(stack_in.fileno(), False)
+        return WorkerHandle(boot.worker_id, Wire(main_end, never_block=True), process, stack_in)
+
+    def _launch(self, boot: WorkerBoot, worker_end: Connection, alive_in: Connection, stack_out: Connection) -> Any:
+        """The started process of ``boot``, handed the worker's ends of its pipes."""
         # Pickled here, unpickled by the worker where a failure can be reported (PickledBoot).
         sent = boot if self._context.get_start_method() == "fork" else PickledBoot.of(boot)
         process = self._context.Process(
             target=run_worker,
-            args=(sent, worker_end, alive_in or self._alive_in, stack_out),
+            args=(sent, worker_end, alive_in, stack_out),
             name=f"dataloader-worker-{boot.worker_id}",
             daemon=True,
         )
@@ -183,10 +209,7 @@ class WorkerPool:
             process.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        worker_end.close()
-        stack_out.close()
-        os.set_blocking(stack_in.fileno(), False)
-        return WorkerHandle(boot.worker_id, Wire(main_end, never_block=True), process, stack_in)
+        return process
 
     def send(self, worker: WorkerHandle, message: Any) -> None:
         try:

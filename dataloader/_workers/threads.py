@@ -9,6 +9,7 @@ objects. Best when transforms release the GIL (decoding, OpenCV, GPU work).
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import select
 import sys
@@ -84,10 +85,23 @@ class _Shared:
     """
 
     def __init__(self) -> None:
-        self.channels = (_Channel(), _Channel())  # to the worker, to the main thread
-        self.exit_read, self.exit_write = os.pipe()
+        with contextlib.ExitStack() as undo:  # what was made is closed if a later pipe fails
+            to_worker = _Channel()
+            undo.callback(to_worker.close)
+            to_main = _Channel()
+            undo.callback(to_main.close)
+            self.exit_read, self.exit_write = os.pipe()
+            undo.pop_all()
+        self.channels = (to_worker, to_main)
         self._lock = threading.Lock()
         self._finished = 0
+
+    def discard(self) -> None:
+        """Close everything: the thread these were made for never started."""
+        for channel in self.channels:
+            channel.close()
+        os.close(self.exit_read)
+        os.close(self.exit_write)
 
     def finish(self) -> None:
         with self._lock:
@@ -125,7 +139,7 @@ class ThreadWorkerPool:
     def __init__(self, boots: list[WorkerBoot]) -> None:
         self.receiver = Receiver()
         self._boots = boots
-        self.workers = [self._start(boot) for boot in boots]
+        self.workers: list[ThreadHandle] = []
         self._stopping = False
         self.broken = False
         self._pid = os.getpid()
@@ -133,6 +147,12 @@ class ThreadWorkerPool:
         self.retired: set[int] = set()  # as the process pool's: threads asked to stop (never replaced)
         self.stopped: set[int] = set()  # the same threads: stopped is how a thread is retired
         self._reaped: set[int] = set()  # stopped, returned, and their channels closed
+        try:
+            for boot in boots:
+                self.workers.append(self._start(boot))
+        except BaseException:
+            self.shutdown()  # the threads started so far, their channels, the receiver
+            raise
         watch(self)
 
     def add_worker(self) -> ThreadHandle:
@@ -171,7 +191,11 @@ class ThreadWorkerPool:
             name=f"dataloader-thread-worker-{boot.worker_id}",
             daemon=True,
         )
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:
+            shared.discard()
+            raise
         return ThreadHandle(boot.worker_id, _End(to_worker, to_main), thread, shared)
 
     def send(self, worker: ThreadHandle, message: Any) -> None:

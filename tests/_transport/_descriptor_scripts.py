@@ -7,19 +7,15 @@ what it saw. The limit is never lowered in the test process itself.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dataloader import DataLoader, Dataset, SequentialSampler
+from tests import _scenarios as scenarios
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 256
 HELD = 400  # batches held at once: more than LIMIT
 SAMPLE_BYTES = 40_000  # two samples a batch: 80 KB, past the inline limit, so each takes a segment
@@ -99,22 +95,12 @@ SCRIPTS = {"hold-many": _hold_many, "main-runs-out": _main_runs_out}
 
 
 def run_script() -> None:
-    scenario, arg = sys.argv[1:3]
-    print(json.dumps(SCRIPTS[scenario](arg)), flush=True)
+    scenarios.main(SCRIPTS)
 
 
 def run(scenario: str, arg: Any, timeout: float = 120) -> tuple[dict, str]:
     """Run a scenario in a fresh interpreter; its JSON line and its stderr."""
-    code = "from tests._transport._descriptor_scripts import run_script; run_script()"
-    result = subprocess.run(
-        [sys.executable, "-c", code, scenario, str(arg)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert result.returncode == 0, result.stderr[-5000:]
-    return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+    return scenarios.run(__name__, scenario, arg, timeout=timeout)
 
 
 def exhaust_descriptors(worker_id: int) -> None:

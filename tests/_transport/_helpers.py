@@ -94,3 +94,22 @@ def _identical_leaf(original: Any, decoded: Any, path: str) -> bool:
         assert decoded.equals(original), f"{path}: Arrow data differs"
         return True
     return False
+
+
+def send_without_segments(worker: "LocalWorker", caplog: Any) -> list[str]:
+    """Pack a batch twice and allocate a private array through ``worker``'s pool where segments
+    cannot be made; check that both went inline, whole, and return the warnings logged."""
+    import logging
+
+    from dataloader._transport.arena import BumpAllocator
+    from dataloader._transport.codec import InlineBatch, pack, split
+
+    batch = np.arange(100 * 1024, dtype=np.uint8)
+    with caplog.at_level(logging.DEBUG, logger="dataloader"):
+        payloads = [pack(*split(batch), worker.pool, None) for _ in range(2)]
+        allocate = BumpAllocator(acquire=lambda: worker.pool.acquire(2**20))
+        private = allocate((10,), np.dtype(np.uint8))
+    assert all(isinstance(p, InlineBatch) for p in payloads)
+    assert bytes(payloads[0].buffers[0]) == batch.tobytes()
+    assert allocate.segment is None and private.flags.owndata
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -9,7 +9,6 @@ a worker, or ``received 0 items of ancdata`` in the main process).
 from __future__ import annotations
 
 import errno
-import logging
 import os
 
 import numpy as np
@@ -18,13 +17,13 @@ import pytest
 from dataloader import DataLoader, SequentialSampler
 from dataloader._transport import mapping
 from dataloader._transport.arena import OPEN_DESCRIPTORS, BumpAllocator
-from dataloader._transport.codec import InlineBatch, SharedBatch, pack, split
+from dataloader._transport.codec import SharedBatch, pack, split
 from dataloader._transport.mapping import map_shared
 from dataloader._transport.receiver import Receiver
 from dataloader._transport.segment import create_fd
 
 from ._descriptor_scripts import HELD, LIMIT, Tagged, check_sample, exhaust_descriptors, run
-from ._helpers import LocalWorker
+from ._helpers import LocalWorker, send_without_segments
 
 KiB, MiB = 2**10, 2**20
 
@@ -124,17 +123,9 @@ def test_a_worker_without_descriptors_sends_batches_inline_and_says_why(
 ):
     monkeypatch.setattr(os, "memfd_create", _no_descriptors)
     monkeypatch.setattr("tempfile.mkstemp", _no_descriptors)
-    batch = np.arange(100 * KiB, dtype=np.uint8)
-    with caplog.at_level(logging.DEBUG, logger="dataloader"):
-        payloads = [pack(*split(batch), worker.pool, None) for _ in range(2)]
-        allocate = BumpAllocator(acquire=lambda: worker.pool.acquire(MiB))
-        private = allocate((10,), np.dtype(np.uint8))
-    assert all(isinstance(p, InlineBatch) for p in payloads)
-    assert bytes(payloads[0].buffers[0]) == batch.tobytes()
-    assert allocate.segment is None and private.flags.owndata
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = send_without_segments(worker, caplog)
     assert len(warnings) == 1, "warned more than once"
-    message = warnings[0].getMessage()
+    message = warnings[0]
     assert "no file descriptor left" in message and "ulimit -n" in message
 
 
