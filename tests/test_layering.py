@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dataloader"
 LAYERS = [
     {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local", "_digest"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
-     "image_folder", "callable_source", "columnar", "_options", "hooks"},
+     "image_folder", "callable_source", "columnar", "_options", "hooks", "argtypes"},
     {"_stages", "_transport", "raydata", "_tune"},
     {"_workers", "_device"},
     {"_exec"},

@@ -25,6 +25,8 @@ import numpy as np
 from ..dataset import Collated, Dataset
 from ..errors import ArgumentValueError, DataLoaderError
 from ..image_folder import ImageFolder
+from ..argtypes import positive_int
+from ._convert_checks import check_dest, check_images
 
 KINDS = ("imagefolder", "npz")
 # The writer's codecs (dataloader.columnar._writer.COMPRESSIONS, which a test compares), named here so
@@ -52,11 +54,11 @@ def add_parser(commands: Any) -> None:
         "dest", metavar="DEST", help="the directory (a path or a URI) to write the shards into; created if missing"
     )
     parser.add_argument(
-        "--rows-per-shard", type=_positive, metavar="N",
+        "--rows-per-shard", type=positive_int, metavar="N",
         help="rows in each shard but the last (default: about 256 MiB of data per shard)",
     )
     parser.add_argument(
-        "--row-group-size", type=_positive, metavar="N",
+        "--row-group-size", type=positive_int, metavar="N",
         help="rows per Parquet row group (default: about 32 MiB of data, at most a shard)",
     )
     parser.add_argument(
@@ -69,6 +71,11 @@ def add_parser(commands: Any) -> None:
         "--kind", choices=KINDS,
         help="what SOURCE is (default: imagefolder for a directory, npz for a file ending in .npz)",
     )
+    parser.add_argument(
+        "--no-decode-check", action="store_true",
+        help="write an ImageFolder's files without decoding each first to check it (faster; empty "
+        "files are still refused)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -78,7 +85,12 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         kind = args.kind or _kind(args.source)
-        data, rows, metadata = _image_folder(args.source) if kind == "imagefolder" else _npz(args.source)
+        check_dest(args.source, args.dest, args.overwrite)  # before the progress bar, and before reading
+        data: Any
+        if kind == "imagefolder":
+            data, rows, metadata = _image_folder(args.source, not getattr(args, "no_decode_check", False))
+        else:
+            data, rows, metadata = _npz(args.source)
         paths = write_parquet_shards(
             data,
             args.dest,
@@ -90,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
             metadata=metadata,
         )
     except (DataLoaderError, OSError) as error:
-        message = str(error).replace("pass overwrite=True", "pass --overwrite").replace("`directory`", "DEST")
-        print(f"python -m dataloader convert: error: {message}", file=sys.stderr)
+        print(f"python -m dataloader convert: error: {_message(error)}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - start
     size = sum(_size(path) for path in paths)
@@ -102,10 +113,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
-    return int(text)
+def _message(error: BaseException) -> str:
+    """The error and its notes (how many shards the writer left) as one line, in the command
+    line's words."""
+    notes = getattr(error, "__notes__", [])
+    message = " ".join([str(error) or type(error).__name__, *notes]).replace("\n", " ")
+    return message.replace("pass overwrite=True", "pass --overwrite").replace("`directory`", "DEST")
 
 
 def _human(size: int) -> str:
@@ -128,10 +141,14 @@ def _kind(source: str) -> str:
 
 
 class EncodedImages(Dataset):
-    """An ImageFolder's files as rows: the file's bytes (not decoded), the label, the relative path."""
+    """An ImageFolder's files as rows: the file's bytes (not decoded), the label, the relative path.
 
-    def __init__(self, folder: ImageFolder) -> None:
-        self.folder = folder
+    Each file is checked as it is read (:func:`check_images`): an empty one is refused, and with
+    ``decode`` one that OpenCV cannot decode too, naming the file.
+    """
+
+    def __init__(self, folder: ImageFolder, decode: bool = True) -> None:
+        self.folder, self.decode = folder, decode
 
     def __len__(self) -> int:
         return len(self.folder)
@@ -146,14 +163,19 @@ class EncodedImages(Dataset):
         for path in paths:
             with open(path, "rb") as file:
                 images.append(file.read())
+        check_images(paths, images, self.decode)
         relative = [os.path.relpath(path, self.folder.root).replace(os.sep, "/") for path in paths]
         batch = {"image": images, "label": self.folder.labels[indices], "path": relative}
         return Collated(batch, len(indices))
 
 
-def _image_folder(source: str) -> tuple[EncodedImages, int, dict[str, str]]:
+def _image_folder(source: str, decode: bool) -> tuple[EncodedImages, int, dict[str, str]]:
     folder = ImageFolder(source)
-    return EncodedImages(folder), len(folder), {CLASSES_KEY: json.dumps(list(folder.classes))}
+    if decode and importlib.util.find_spec("cv2") is None:
+        print("convert: OpenCV is not installed (pip install 'dataloader[vision]'), so the images are "
+              "not decoded to check them; only empty files are refused", file=sys.stderr)
+        decode = False
+    return EncodedImages(folder, decode), len(folder), {CLASSES_KEY: json.dumps(list(folder.classes))}
 
 
 def _npz(source: str) -> tuple[dict[str, np.ndarray], int, dict[str, str]]:
@@ -182,7 +204,10 @@ def _npz(source: str) -> tuple[dict[str, np.ndarray], int, dict[str, str]]:
             f"{source!r} must hold arrays of one length (a row per item); got lengths {lengths}. "
             "Save only the per-row arrays in it."
         )
-    return arrays, next(iter(lengths.values())), {}
+    rows = next(iter(lengths.values()))
+    if not rows:  # refused now, not after the progress bar has started
+        raise ArgumentValueError(f"{source!r} holds arrays of length 0: there are no rows to write.")
+    return arrays, rows, {}
 
 
 def _size(path: str) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from .. import DataLoader, ImageFolder, RandomSampler
+from ..errors import ArgumentValueError, DataLoaderError
 from ..memory import process_tree_memory
+from ..argtypes import positive_int, worker_count
 
 _CLASSES = ("circle", "square", "stripes", "checker", "ring", "cross", "diagonal", "dots")
 
@@ -31,21 +34,21 @@ def add_parser(commands: Any) -> None:
         help="an ImageFolder-style directory (default: a generated JPEG set)",
     )
     parser.add_argument(
-        "--workers", type=int, default=2, metavar="N",
+        "--workers", type=worker_count, default=2, metavar="N",
         help="num_workers; 0 makes batches in this process (default 2)",
     )
     parser.add_argument(
-        "--batch-size", type=int, default=32, metavar="N", help="images per batch (default 32)"
+        "--batch-size", type=positive_int, default=32, metavar="N", help="images per batch (default 32)"
     )
     parser.add_argument(
-        "--epochs", type=int, default=3, metavar="N", help="epochs to run (default 3)"
+        "--epochs", type=positive_int, default=3, metavar="N", help="epochs to run (default 3)"
     )
     parser.add_argument(
-        "--size", type=int, default=160, metavar="N",
+        "--size", type=positive_int, default=160, metavar="N",
         help="side of the crops fed to the model (default 160)",
     )
     parser.add_argument(
-        "--images", type=int, default=320, metavar="N",
+        "--images", type=positive_int, default=320, metavar="N",
         help="images to generate, generated set only (default 320)",
     )
     parser.add_argument("--tiny", action="store_true", help="a few small images, one epoch: a smoke run")
@@ -53,6 +56,18 @@ def add_parser(commands: Any) -> None:
 
 
 def demo(args: argparse.Namespace) -> int:
+    """The demo; what the library refuses (a ``--data`` that is no ImageFolder, an image that
+    does not decode) or an unwritable cache is one line on stderr and exit code 2."""
+    try:
+        return _demo(args)
+    except (DataLoaderError, OSError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        first = first.replace("`root`", "--data")  # ImageFolder's name for it
+        print(f"python -m dataloader demo: error: {first}", file=sys.stderr)
+        return 2
+
+
+def _demo(args: argparse.Namespace) -> int:
     try:
         from ..transform.vision import Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToMode
     except ImportError:
@@ -62,6 +77,11 @@ def demo(args: argparse.Namespace) -> int:
         args.images, args.size, args.epochs, args.batch_size = 48, 64, 1, 8
     root = Path(args.data) if args.data else _generated_images(args.images, 96 if args.tiny else 256)
     dataset = ImageFolder(str(root))
+    if len(dataset) < args.batch_size:  # drop_last=True: not one batch, and nothing to show
+        raise ArgumentValueError(
+            f"--batch-size {args.batch_size} is more than the {len(dataset)} images in {str(root)!r}; "
+            "give a smaller --batch-size or more images"
+        )
     transform = Compose([
         RandomResizedCrop(args.size),
         RandomHorizontalFlip(),

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from .. import DataLoader
 from ..memory import available_cpus
+from ..argtypes import positive_float, positive_int, worker_count, writable_file
 
 _MIB = 2.0**20
 _MAX_DEFAULT_SETTINGS = 8
@@ -38,17 +39,18 @@ def add_parser(commands: Any) -> None:
         "spec", metavar="MODULE:FACTORY",
         help="FACTORY() in MODULE (importable from the current directory) returns a dataset, "
         "(dataset, transform) or a dict of DataLoader keyword arguments with 'dataset'")
-    parser.add_argument("--batch-size", type=_positive_int, default=32, metavar="N",
+    parser.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
                         help="samples per batch, where the factory gives no sampler (default 32)")
-    parser.add_argument("--seconds", type=_positive_float, default=3.0, metavar="S",
+    parser.add_argument("--seconds", type=positive_float, default=3.0, metavar="S",
                         help="timed seconds per setting, after one batch (default 3)")
-    parser.add_argument("--workers", type=_int_list(0), metavar="N,N,...",
+    parser.add_argument("--workers", type=_worker_list, metavar="N,N,...",
                         help="fixed num_workers values (default 0,1,2,... up to 2 x usable CPUs, "
                         f"at most {_MAX_DEFAULT_SETTINGS} values)")
     parser.add_argument("--prefetch", type=_int_list(1), metavar="N,N,...",
                         help="prefetch_factor values tried with each num_workers above 0 (default: the "
                         "loader's default only)")
-    parser.add_argument("--json", metavar="PATH", help="also write every setting's run here")
+    parser.add_argument("--json", metavar="PATH", type=writable_file,
+                        help="also write every setting's run here")
     parser.set_defaults(run=run)
 
 
@@ -208,17 +210,9 @@ def _int_list(minimum: int) -> Callable[[str], list[int]]:
     return parse
 
 
-def _positive_int(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}")
-    return int(text)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0; got {text!r}")
-    return value
+def _worker_list(text: str) -> list[int]:
+    """An argparse type: comma-separated ``num_workers`` values, each as :func:`worker_count` reads it."""
+    values = [worker_count(v) for v in text.split(",") if v.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers of workers; got {text!r}")
+    return values

@@ -19,7 +19,7 @@ others) and, in a checkout, their launchers ``python tools/bench*.py``. The file
 - ``plot.py``: ``--plot``: throughput and our loader's stage times in one PNG.
 - ``repetitions.py``: rotating order of runs, medians of ratios paired within a repetition.
 - ``output.py``: table cells, aligned tables and JSON files, for every tool.
-- ``options.py``: the command-line options the tools share.
+- ``options.py``: the command-line options the tools share (their types: :mod:`dataloader.argtypes`).
 - ``floor.py``, ``floor_workers.py``: the floor of a process transport (``bench_floor``).
 - ``gpu.py``: feeding a GPU: device copy and preload against pinned memory (``bench_gpu``).
 - ``vision.py``, ``vision_ops.py``: each vision transform against its peer (``bench_vision``).

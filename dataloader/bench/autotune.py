@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from dataloader.memory import available_cpus
 
+from ..argtypes import non_negative_float
 from .autotune_report import format_tables, summarize
 from .autotune_runs import WORKLOADS, Run, missing, run_once, settings
 from .machine import machine
@@ -44,13 +45,13 @@ from .repetitions import rotated
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options, checked; ``--quick``: 1 repetition, 0.25 s runs after 0.2 s, small data."""
-    parser = new_parser(__doc__ or "")
+    parser = new_parser(__doc__ or "", "python -m dataloader bench autotune")
     add_workloads(parser, ",".join(WORKLOADS), tuple(WORKLOADS))
     add_workers(parser, None, "fixed num_workers values, comma-separated (default 0 to 2 x "
                 "usable CPUs)")
     add_reps(parser, 3)
     add_seconds(parser, 1.5)
-    parser.add_argument("--warmup", type=float, default=2.0,
+    parser.add_argument("--warmup", type=non_negative_float, default=2.0,
                         help="untimed seconds at the start of every run (default 2, the time auto "
                         "has to settle; quick 0.2)")
     add_quick(parser, "1 repetition of 0.25 s runs after 0.2 s, on small data")

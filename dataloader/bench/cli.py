@@ -47,9 +47,12 @@ import importlib
 import json
 import sys
 import time
+import traceback
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
+from ..argtypes import non_negative_float, writable_file
+from ..errors import DataLoaderError
 from .config import BenchConfig
 from .machine import machine, torch_version
 from .measure import Measurement
@@ -88,11 +91,28 @@ def report(config: BenchConfig, log: Callable[[str], None] = lambda line: None) 
     }
 
 
+# What a --json report holds at its top level, which --from-json reads back.
+REPORT_KEYS: dict[str, type | tuple[type, ...]] = {
+    "machine": dict, "config": dict, "torch": bool, "checks": dict, "memcpy_bytes_per_s": (int, float),
+    "runs": list, "discarded_runs": list, "wall_s": (int, float),
+}
+
+
+class ReportFileError(ValueError):
+    """A ``--from-json`` file is missing, unreadable or not a report of ``--json``."""
+
+
 def resummarize(path: str) -> dict:
-    """An earlier report with its rows and targets computed afresh from its runs."""
-    with open(path) as handle:
-        result = json.load(handle)
-    runs = [Measurement(**run) for run in result["runs"]]
+    """An earlier report with its rows and targets computed afresh from its runs; a file that
+    is not one is :class:`ReportFileError` naming it and what is wrong."""
+    result = _read_report(path)
+    try:
+        runs = [Measurement(**run) for run in result["runs"]]
+    except TypeError as error:  # a run with fields missing, unknown or not an object
+        raise ReportFileError(f"{path!r} holds runs this bench cannot read ({error}); "
+                              "give a file that --json wrote") from None
+    if not runs:
+        raise ReportFileError(f"{path!r} holds no runs; give a file that --json wrote")
     memcpy = [result["memcpy_bytes_per_s"]] * (1 + max(r.rep for r in runs))
     memcpy = result.get("memcpy_per_rep") or memcpy
     result["rows"] = summarize(runs, memcpy, result["machine"].get("cpus_available") or 2)
@@ -100,9 +120,28 @@ def resummarize(path: str) -> dict:
     return result
 
 
+def _read_report(path: str) -> dict[str, Any]:
+    """The JSON object in ``path``, with the top-level keys of a report of the right types."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            result: Any = json.load(handle)
+    except OSError as error:
+        raise ReportFileError(f"cannot read {path!r}: {error.strerror or error}") from None
+    except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
+        raise ReportFileError(f"{path!r} is not JSON ({error}); give a file that --json wrote") from None
+    if not isinstance(result, dict):
+        raise ReportFileError(f"{path!r} holds a JSON {type(result).__name__}, not the object "
+                              "--json writes; give a file that --json wrote")
+    wrong = [key for key, kind in REPORT_KEYS.items() if not isinstance(result.get(key), kind)]
+    if wrong:
+        raise ReportFileError(f"{path!r} is not a report of --json: {', '.join(wrong)} missing "
+                              "or of the wrong type; give a file that --json wrote")
+    return result
+
+
 def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namespace]:
     """The configuration the command line asks for, and the parsed options."""
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, "python -m dataloader bench")
     add_quick(parser, "one short rep on small datasets")
     add_reps(parser, None, "repetitions (default 5, --quick 1)")
     add_seconds(parser, None, "measured seconds per run (default 1.5)")
@@ -111,10 +150,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
                 "replaces the own values of preload, cv2, pyloop, matmul and torchconv)")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch's loader out")
     parser.add_argument(
-        "--patience", type=float, help="seconds to spend in all waiting for a quiet machine "
+        "--patience", type=non_negative_float, help="seconds to spend in all waiting for a quiet machine "
         "and re-measuring disturbed groups (default 150, --quick 0)")
     add_json(parser, "also write everything as JSON here")
-    parser.add_argument("--plot", metavar="PNG", help="also draw throughput and our loader's "
+    parser.add_argument("--plot", metavar="PNG", type=writable_file, help="also draw throughput and our loader's "
                         "stage times into this PNG (needs matplotlib)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log every run to stderr")
     parser.add_argument(
@@ -142,14 +181,31 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
 COMPANIONS = {"columnar": "columnar", "ray": "raydata", "autotune": "autotune"}
 
 
+PROG = "python -m dataloader bench"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: measure (or re-read ``--from-json``), print, and write what was asked;
     ``columnar ...``, ``ray ...`` or ``autotune ...`` as the first arguments run that
-    companion bench instead."""
+    companion bench instead. What the library refuses (a :class:`DataLoaderError`, such as
+    a ``num_workers`` it does not allow) is one line on stderr and exit code 2, as a refused
+    option is; ``-v`` adds its traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(argv)
+    except DataLoaderError as error:
+        if "-v" in argv or "--verbose" in argv:
+            traceback.print_exc()
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(f"{PROG}: error: {first}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(argv: list[str]) -> int:
+    """A companion bench by name, or the main bench."""
     if argv and argv[0] in COMPANIONS:
         companion = importlib.import_module(f"{__package__}.{COMPANIONS[argv[0]]}")
-        return companion.main(argv[1:])
+        return int(companion.main(argv[1:]) or 0)
     if any(name in COMPANIONS for name in _requested_workloads(argv)):
         print("bench: the columnar, ray and autotune workloads run on their own, with their own "
               "options: python -m dataloader bench columnar --help (or ray --help, autotune --help).",
@@ -168,9 +224,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         except PlotUnavailable as error:
             print(f"bench: {error}", file=sys.stderr)
             return 2
+    try:
+        result = resummarize(args.from_json) if args.from_json else None
+    except ReportFileError as error:
+        print(f"{PROG}: error: --from-json: {error}", file=sys.stderr)
+        return 2
+    _run(config, args, result)
+    return 0
+
+
+def _run(config: BenchConfig, args: argparse.Namespace, result: dict[str, Any] | None) -> None:
+    """Measure (unless ``result`` was read back), print, and write ``--json`` and ``--plot``."""
     quiet = lambda line: None
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else quiet
-    result = resummarize(args.from_json) if args.from_json else report(config, log)
+    result = result or report(config, log)
     print(format_report(result))
     if args.json:
         write_json(args.json, result)
@@ -182,7 +249,6 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"{info['cpus_available']} CPUs ({info['cpu']}); medians of {result['config']['reps']}"
              " rep(s)")
         print(f"\nplot written to {args.plot}")
-    return 0
 
 
 def _requested_workloads(argv: Sequence[str]) -> list[str]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from ..argtypes import worker_count
 from .columnar_contenders import (
     ARROW, FOLDER, HF, IMAGE_BATCH, IMAGES, OURS, PARQUET, PLAIN, RANDOM, ROW_BATCH, TABULAR, TORCH,
     TUNED, Contender, contenders, missing,
@@ -151,7 +152,7 @@ def format_tables(rows: list[dict], targets: list[dict], skipped: Sequence[str] 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options, checked; ``--quick`` means 100,000 rows, 200 images, one repetition."""
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, "python -m dataloader bench columnar")
     parser.add_argument("--rows", type=int, help="tabular rows (default 2,000,000; quick 100,000)")
     parser.add_argument("--images", type=int, help="JPEGs (default 2,000; quick 200)")
     add_reps(parser, 3)
@@ -159,7 +160,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batches", type=int, default=200,
                         help="at most this many batches of PyTorch's and Hugging Face's loaders "
                         "(default 200)")
-    parser.add_argument("--workers", type=int, default=2,
+    parser.add_argument("--workers", type=worker_count, default=2,
                         help="num_workers of every loader with workers (default 2)")
     add_quick(parser, "small files, one repetition")
     add_json(parser, "also write the machine, runs, rows and targets here")

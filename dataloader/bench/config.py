@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,11 +53,13 @@ class BenchConfig:
                 )
         if not self.workers or any(not isinstance(n, int) or n < 0 for n in self.workers):
             raise ValueError(f"workers must be non-negative integers; got {self.workers}.")
-        if self.patience < 0 or self.quiet_wait < 0:
+        if not (self.patience >= 0 and self.quiet_wait >= 0):  # NaN fails every comparison
             raise ValueError(
                 f"patience and quiet_wait must be >= 0; got {self.patience}, {self.quiet_wait}."
             )
-        if self.reps < 1 or self.seconds <= 0 or (self.prefetch_factor is not None and self.prefetch_factor < 1):
+        if self.reps < 1 or not 0 < self.seconds < math.inf or (
+            self.prefetch_factor is not None and self.prefetch_factor < 1
+        ):  # a NaN or infinite run would never end
             raise ValueError(
                 f"reps and prefetch_factor must be >= 1 and seconds > 0; got {self.reps}, "
                 f"{self.prefetch_factor}, {self.seconds}."

@@ -39,6 +39,7 @@ import psutil
 
 from dataloader import Dataset
 
+from ..argtypes import non_negative_float, worker_count
 from .batches import plain_batches, touch
 from .floor_workers import PREFETCH, FloorWorkers, spend
 from .loaders import random_loader
@@ -151,15 +152,15 @@ def format_table(rows: list[dict]) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options, checked; ``--quick`` makes one repetition of at most 0.3 s per run."""
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, "python -m dataloader.bench.floor")
     add_workloads(parser, "images,tiny", ("images", "tiny"))
-    parser.add_argument("--workers", type=int, default=2,
+    parser.add_argument("--workers", type=worker_count, default=2,
                         help="the floor's processes, and our loader's num_workers (default 2)")
     add_reps(parser, 3)
     add_seconds(parser, 1.5, "measured seconds per run")
-    parser.add_argument("--main-us", type=float, default=200.0,
+    parser.add_argument("--main-us", type=non_negative_float, default=200.0,
                         help="main-process CPU per batch in the floor+main run (default 200)")
-    parser.add_argument("--step-us", type=float, default=0.0,
+    parser.add_argument("--step-us", type=non_negative_float, default=0.0,
                         help="CPU the consumer spends on each batch, a training step (default 0)")
     parser.add_argument("--loaders", default=",".join(RUNS),
                         help=f"comma-separated, among {','.join(RUNS)} (ratios need no-loader); "

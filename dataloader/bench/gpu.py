@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+from ..argtypes import non_negative_float
 from .loaders import close_iterator, random_loader, torch_loader
 from .options import (
     add_json, add_quick, add_reps, add_seconds, add_workers, add_workloads, comma_list, new_parser,
@@ -177,10 +178,10 @@ def format_table(rows: list[dict]) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options; ``--quick`` makes one repetition of 0.3 s per run on small datasets."""
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, "python -m dataloader.bench.gpu")
     add_workloads(parser, "images,decode", ("images", "decode"))
     add_workers(parser, [2, 4, 8], "num_workers values, comma-separated (default 2,4,8)")
-    parser.add_argument("--step-ms", type=comma_list(float, what="step"), default=[0.0, 4.0],
+    parser.add_argument("--step-ms", type=comma_list(non_negative_float, what="step"), default=[0.0, 4.0],
                         help="GPU milliseconds per step, comma-separated (default 0,4)")
     add_reps(parser, 3)
     add_seconds(parser, 2.0)

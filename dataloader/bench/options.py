@@ -2,6 +2,9 @@
 
 Defaults and help differ from tool to tool (a GPU run wants longer runs than a transform's
 microbenchmark); the option's name, its type and how a comma-separated list is read do not.
+Each type refuses bad values as the options are read (:mod:`dataloader.argtypes`): seconds
+that are not finite and > 0, worker counts above the ceiling, a ``--json`` file that cannot be
+written; so a tool never measures for minutes and then fails.
 """
 
 from __future__ import annotations
@@ -9,10 +12,13 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, Sequence
 
+from ..argtypes import positive_float, positive_int, worker_count, writable_file
 
-def new_parser(doc: str) -> argparse.ArgumentParser:
-    """A parser described by the first paragraph of a tool's docstring."""
-    return argparse.ArgumentParser(description=doc.split("\n\n")[0])
+
+def new_parser(doc: str, prog: str | None = None) -> argparse.ArgumentParser:
+    """A parser described by the first paragraph of a tool's docstring; ``prog`` is how the
+    usage line names the tool (``python -m dataloader bench``, not argparse's ``__main__.py``)."""
+    return argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
 
 
 def comma_list(
@@ -39,12 +45,12 @@ def add_quick(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def add_reps(parser: argparse.ArgumentParser, default: int | None, help: str | None = None) -> None:
-    parser.add_argument("--reps", type=int, default=default,
+    parser.add_argument("--reps", type=positive_int, default=default,
                         help=help or f"repetitions (default {default})")
 
 
 def add_seconds(parser: argparse.ArgumentParser, default: float | None, help: str | None = None) -> None:
-    parser.add_argument("--seconds", type=float, default=default,
+    parser.add_argument("--seconds", type=positive_float, default=default,
                         help=help or f"measured seconds per run (default {default:g})")
 
 
@@ -56,10 +62,11 @@ def add_workloads(parser: argparse.ArgumentParser, default: str | None, among: S
 
 
 def add_workers(parser: argparse.ArgumentParser, default: Any, help: str | None = None) -> None:
-    """``--workers 0,2``: num_workers values, read as a list of ints."""
-    parser.add_argument("--workers", default=default, type=comma_list(int, what="num_workers"),
+    """``--workers 0,2``: num_workers values, read as a list of ints from 0 to the ceiling."""
+    parser.add_argument("--workers", default=default, type=comma_list(worker_count, what="num_workers"),
                         help=help or "num_workers values, comma-separated")
 
 
 def add_json(parser: argparse.ArgumentParser, help: str = "also write the runs and rows here") -> None:
-    parser.add_argument("--json", metavar="PATH", help=help)
+    """``--json PATH``: a file tried for writing as the options are read."""
+    parser.add_argument("--json", metavar="PATH", type=writable_file, help=help)

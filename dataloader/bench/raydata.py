@@ -38,6 +38,7 @@ import numpy as np
 from dataloader import DataLoader, RayStream, StreamSampler
 from dataloader.columnar import ParquetStream
 
+from ..argtypes import worker_count
 from .columnar import Run, batch_rows
 from .columnar_contenders import IMAGE_BATCH
 from .columnar_data import DecodeCrop, crop, write_files
@@ -161,11 +162,11 @@ def format_table(rows: list[dict], startup: float) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options, checked; ``--quick`` means 200 images, one repetition, 0.5 s runs."""
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, "python -m dataloader bench ray")
     parser.add_argument("--images", type=int, help="JPEGs (default 2,000; quick 200)")
     add_reps(parser, 5)
     add_seconds(parser, 4.0, "measured seconds per run, whole epochs (default 4)")
-    parser.add_argument("--workers", type=int, default=2, help="num_workers of 'ours alone' (default 2)")
+    parser.add_argument("--workers", type=worker_count, default=2, help="num_workers of 'ours alone' (default 2)")
     parser.add_argument("--cpus", type=int, default=2, help="ray.init(num_cpus=...) (default 2)")
     add_quick(parser, "200 images, one repetition, 0.5 s per run")
     add_json(parser, "also write the machine, runs, rows and Ray's start-up here")

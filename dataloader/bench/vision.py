@@ -195,7 +195,7 @@ def table(rows: list[dict], peer: str, threads: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: measure every row, print the machine, the peer and the table."""
-    parser = new_parser(__doc__)
+    parser = new_parser(__doc__, "python -m dataloader.bench.vision")
     add_seconds(parser, 0.3, "CPU time per measurement")
     add_reps(parser, 3, "repetitions; the best is kept")
     parser.add_argument("--threads", type=int, default=2, help="last column's threads; 1: none")

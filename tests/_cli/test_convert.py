@@ -140,3 +140,66 @@ def test_a_npy_file_given_as_npz_is_refused(tmp_path, capsys):
 
 def test_the_cli_offers_the_writers_codecs():
     assert convert.COMPRESSIONS == _writer.COMPRESSIONS
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "nested"])
+def test_dest_in_the_source_folder_is_refused_before_the_progress_bar(where, tmp_path):
+    root = make_image_folder(tmp_path / "images")
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    dest = {"same": root, "inside": root / "parquet", "nested": root / "cat" / ".." / "out"}[where]
+    result = run_cli(str(root), str(dest))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"python -m dataloader convert: error: DEST {str(dest)!r} is SOURCE ")
+    assert "writing Parquet" not in result.stderr and result.stderr.count("\n") == 1
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # nothing written there
+
+
+@pytest.mark.parametrize("dest,message", [
+    ("", "DEST is an empty string"),
+    ("{file}", "is a file; give a directory"),
+    ("{file}/sub", "cannot create DEST"),
+])
+def test_dest_that_cannot_be_a_directory_is_refused_first(dest, message, tmp_path):
+    root = make_image_folder(tmp_path / "images")
+    (tmp_path / "file").write_text("x")
+    result = run_cli(str(root), dest.format(file=tmp_path / "file"))
+    assert result.returncode == 2 and message in result.stderr
+    assert "writing Parquet" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_existing_shards_are_refused_before_the_progress_bar(tmp_path):
+    root = make_image_folder(tmp_path / "images")
+    assert run_cli(str(root), str(tmp_path / "out")).returncode == 0
+    again = run_cli(str(root), str(tmp_path / "out"))
+    assert again.returncode == 2 and "already holds 1 shard(s)" in again.stderr
+    assert "writing Parquet" not in again.stderr
+
+
+@pytest.mark.parametrize("bad", [b"", b"this is not an image\n"])
+def test_an_image_that_does_not_decode_fails_naming_the_file(bad, tmp_path):
+    root = make_image_folder(tmp_path / "images")
+    (root / "dog" / "bad.jpg").write_bytes(bad)
+    result = run_cli(str(root), str(tmp_path / "out"))
+    assert result.returncode == 2, result.stdout
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("python -m dataloader convert: error: ")
+    assert repr(str(root / "dog" / "bad.jpg")) in error and "doctor --scan" in error and "--overwrite" in error
+    assert "Traceback" not in result.stderr and not list((tmp_path / "out").glob("*.parquet"))
+
+
+def test_no_decode_check_writes_undecodable_bytes_but_not_empty_files(tmp_path):
+    root = make_image_folder(tmp_path / "images")
+    (root / "dog" / "bad.jpg").write_bytes(b"this is not an image\n")
+    result = run_cli(str(root), str(tmp_path / "out"), "--no-decode-check")
+    assert result.returncode == 0, result.stderr
+    assert pq.read_table(tmp_path / "out").num_rows == 10
+    (root / "dog" / "empty.jpg").write_bytes(b"")
+    result = run_cli(str(root), str(tmp_path / "out"), "--no-decode-check", "--overwrite")
+    assert result.returncode == 2 and "is empty (0 bytes)" in result.stderr
+
+
+def test_an_npz_of_no_rows_is_refused_before_the_progress_bar(tmp_path):
+    np.savez(tmp_path / "data.npz", x=np.zeros((0, 3), dtype=np.float32))
+    result = run_cli(str(tmp_path / "data.npz"), str(tmp_path / "out"))
+    assert result.returncode == 2 and "length 0" in result.stderr
+    assert "writing Parquet" not in result.stderr

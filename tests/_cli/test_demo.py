@@ -37,3 +37,28 @@ def test_demo_runs_on_a_user_directory(tmp_path):
     result = run_demo("--data", str(tmp_path), "--workers", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "16 images in 2 classes" in result.stdout and "with 1 workers" in result.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--data", "/nonexistent"), "--data must be an existing folder; got '/nonexistent'."),
+    (("--workers", "-1"), "argument --workers: expected a number of workers >= 0; got '-1'"),
+    (("--batch-size", "0"), "argument --batch-size: expected an integer >= 1; got '0'"),
+])
+def test_bad_options_are_one_line_and_exit_code_2(args, message):
+    result = subprocess.run([sys.executable, "-m", "dataloader", "demo", *args],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.startswith(("usage:", "python -m dataloader demo"))
+    assert result.stderr.splitlines()[-1].startswith("python -m dataloader demo: error: ")
+    assert message in result.stderr
+
+
+def test_a_folder_with_fewer_images_than_a_batch_is_refused(tmp_path):
+    import cv2
+    import numpy as np
+
+    (tmp_path / "a").mkdir()
+    cv2.imwrite(str(tmp_path / "a" / "0.png"), np.zeros((8, 8, 3), np.uint8))
+    result = run_demo("--data", str(tmp_path))  # --tiny: batches of 8
+    assert result.returncode == 2 and "more than the 1 images" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -16,6 +16,7 @@ import pytest
 
 from dataloader import Dataset, ImageFolder
 from dataloader._cli import scan
+from dataloader.columnar import write_parquet_shards
 from tests._fixtures_images import make_image_folder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,12 +98,10 @@ def test_parquet_rows_are_decoded_to_find_corrupt_images(tmp_path, capsys):
     corrupt(root)
     folder = ImageFolder(root)
     dest = tmp_path / "parquet"
-    converted = subprocess.run(
-        [sys.executable, "-m", "dataloader", "convert", str(root), str(dest), "--rows-per-shard", "8"],
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
-    )
-    assert converted.returncode == 0, converted.stderr
+    # The rows convert writes, but with the bad files in them: convert itself refuses those.
+    paths = [folder.path(i) for i in range(len(folder))]
+    rows = {"image": [Path(p).read_bytes() for p in paths], "label": folder.labels, "path": paths}
+    write_parquet_shards(rows, dest, 8, compression="none")
     log = tmp_path / "parquet.jsonl"
     assert scan.scan(str(dest), 0, 64, str(log)) == 1
     out = capsys.readouterr().out

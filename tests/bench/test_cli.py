@@ -251,3 +251,11 @@ def test_the_cli_runs_the_package_from_outside_the_repository(tmp_path):
     ]
     _, result = _bench(command, out, cwd=tmp_path)
     assert result["checks"] == {"tiny": "ok"}
+
+
+@pytest.mark.parametrize("field,value", [("seconds", math.nan), ("seconds", math.inf), ("patience", math.nan)])
+def test_a_config_built_in_python_refuses_non_finite_times(field, value):
+    from dataloader.bench.config import BenchConfig
+
+    with pytest.raises(ValueError, match=field):
+        BenchConfig(**{field: value})

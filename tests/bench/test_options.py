@@ -39,3 +39,29 @@ def test_unknown_workloads_and_bad_numbers_are_refused(capsys):
         parser.parse_args(["--workers", "two"])
     assert "--workers" in capsys.readouterr().err
     assert comma_list(float)("0,2.5,") == [0.0, 2.5]
+
+
+def test_seconds_reps_and_workers_are_refused_as_they_are_read(capsys):
+    from dataloader.argtypes import max_workers
+
+    parser = _parser()
+    for argv, message in [
+        (["--seconds", "nan"], "argument --seconds: expected a finite number > 0; got 'nan'"),
+        (["--seconds", "inf"], "argument --seconds: expected a finite number > 0; got 'inf'"),
+        (["--reps", "0"], "argument --reps: expected an integer >= 1; got '0'"),
+        (["--workers", f"2,{max_workers() + 1}"], f"expected a number of workers from 0 to {max_workers()}"),
+    ]:
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        assert message in capsys.readouterr().err
+
+
+def test_json_is_tried_when_read_and_the_usage_line_names_the_tool(tmp_path, capsys):
+    parser = new_parser("A tool.", "python -m dataloader bench tool")
+    add_json(parser)
+    assert parser.format_usage().startswith("usage: python -m dataloader bench tool ")
+    assert parser.parse_args(["--json", str(tmp_path / "out.json")]).json == str(tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--json", str(tmp_path / "no" / "out.json")])
+    assert "argument --json: cannot write" in capsys.readouterr().err
