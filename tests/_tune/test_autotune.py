@@ -75,11 +75,15 @@ def test_a_pool_with_time_to_spare_shrinks(no_leaks, tuned_every_batch, monkeypa
     loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers="auto",
                         multiprocessing_context="fork", persistent_workers=True)
     loader._pipeline._tuner.policy.settings = policy_module.Settings(3, 2)  # as if grown before
-    for _ in loader:
-        time.sleep(0.01)  # a training step far longer than making a batch of two numbers
-    shrunk = [change for change in loader.stats().tuning if "workers were" in change.reason]
-    assert shrunk and shrunk[0].workers < 3, loader.stats().tuning
+    shrunk: list = []
+    for _ in range(3):  # a busy machine may spoil an epoch's windows; the pool must shrink in time
+        for _ in loader:
+            time.sleep(0.01)  # a training step far longer than making a batch of two numbers
+        shrunk = [change for change in loader.stats().tuning if "workers were" in change.reason]
+        if shrunk:
+            break
     loader.close()
+    assert shrunk and shrunk[0].workers < 3, loader.stats().tuning
 
 
 def test_every_decision_is_in_stats_the_table_the_report_and_the_trace(
