@@ -438,12 +438,13 @@ def _mib(n: int) -> str:
     return f"{n / _MIB:.1f} MiB"
 
 
-# File descriptors a worker holds in the main process, measured from /proc/self/fd while loaders
-# of 1, 4 and 8 workers ran (tests/_workers/test_resource_limits.py checks them): a process 4 (its
-# connection, its stack pipe, multiprocessing's two sentinel pipe ends), plus 1 where it starts
-# later than the pool (the autotuner, a replacement: it has its own "parent alive" pipe); a
-# thread 6 (a message pipe each way and its exit pipe).
-DESCRIPTORS_PER_WORKER = {"process": 5, "thread": 6}
+# File descriptors a running worker holds in the main process, measured from /proc/self/fd while
+# loaders of 1, 4 and 8 workers ran (tests/_workers/test_resource_limits.py checks them): a
+# process 4 (its connection, its stack pipe, multiprocessing's two sentinel pipe ends), a thread
+# 6 (a message pipe each way and its exit pipe). A process started later than its pool (by the
+# autotuner, or as a replacement) holds LATE_WORKER_EXTRA more: its own "parent alive" pipe.
+DESCRIPTORS_PER_WORKER = {"process": 4, "thread": 6}
+LATE_WORKER_EXTRA = 1
 # Descriptors left to the rest of the program (its files and sockets, the pool's own pipes), or
 # a quarter of the limit where that is small.
 _DESCRIPTOR_RESERVE = 64
@@ -457,7 +458,7 @@ def max_workers(worker_type: str = "process", proc_root: str = "/proc") -> tuple
     """The most workers of ``worker_type`` a loader may start here, and why that many.
 
     The smaller of what the open-files limit (``ulimit -n``) leaves room for, at
-    :data:`DESCRIPTORS_PER_WORKER` each, and :data:`WORKERS_PER_CPU` per usable CPU (at least
+    :data:`DESCRIPTORS_PER_WORKER` each (plus :data:`LATE_WORKER_EXTRA` for a process), and :data:`WORKERS_PER_CPU` per usable CPU (at least
     :data:`_MIN_WORKER_LIMIT`): ``num_workers=10000`` would otherwise spend minutes starting
     processes before failing. The autotuner never grows a pool past it either.
     """
@@ -466,7 +467,9 @@ def max_workers(worker_type: str = "process", proc_root: str = "/proc") -> tuple
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft == resource.RLIM_INFINITY or soft < 0:
         soft = None
-    cost = DESCRIPTORS_PER_WORKER.get(worker_type, DESCRIPTORS_PER_WORKER["process"])
+    # Counted as if started late: a pool the autotuner grows is made of such workers.
+    cost = DESCRIPTORS_PER_WORKER["thread"] if worker_type == "thread" else (
+        DESCRIPTORS_PER_WORKER["process"] + LATE_WORKER_EXTRA)
     reserve = min(_DESCRIPTOR_RESERVE, (soft or 0) // 4)
     by_files = None if soft is None else max(1, (soft - reserve) // cost)
     if by_files is not None and by_files < by_cpus:

@@ -18,16 +18,15 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from ..errors import ResourceLimitError
+from ..memory import DESCRIPTORS_PER_WORKER
 
 NO_DESCRIPTOR = (errno.EMFILE, errno.ENFILE)
 
-# Descriptors each worker holds in the main process once the pool runs, and those the pool needs
-# besides while it starts, measured with ``ulimit -n`` set just high enough: a worker process's
-# connection, stack pipe and two sentinel pipe ends; the receiver's wake-up pipe, the "parent
+# Descriptors the pool needs besides its workers' own (memory.DESCRIPTORS_PER_WORKER) while it
+# starts, measured with ``ulimit -n`` set just high enough: the receiver's wake-up pipe, the "parent
 # alive" pipe and multiprocessing's two pipes while the last worker starts (the epoch's wake-up
 # pipe comes once those are closed); under spawn and forkserver the resource tracker's pipe and
-# the server's connection. A thread worker holds three pipes, its pool two wake-up pipes.
-_PER_WORKER = {"process": 4, "thread": 6}
+# the server's connection; a thread pool's two wake-up pipes.
 _FOR_POOL = {"fork": 8, "spawn": 11, "forkserver": 12, "thread": 4}
 # Opened at once while a worker process starts: its connection's and stack pipe's four ends,
 # multiprocessing's two pipes, and under spawn the resource tracker's pipe (the first time),
@@ -67,7 +66,7 @@ def ensure_free(count: int) -> None:
 def needed(count: int, start_method: str) -> int:
     """Descriptors a pool of ``count`` workers (``start_method``: "thread" for threads) needs."""
     kind = "thread" if start_method == "thread" else "process"
-    return count * _PER_WORKER[kind] + _FOR_POOL.get(start_method, max(_FOR_POOL.values()))
+    return count * DESCRIPTORS_PER_WORKER[kind] + _FOR_POOL.get(start_method, max(_FOR_POOL.values()))
 
 
 def check_room(count: int, start_method: str) -> None:
@@ -100,7 +99,7 @@ def out_of_descriptors(count: int, start_method: str) -> ResourceLimitError:
         fix = min(fix, hard)
     return ResourceLimitError(
         f"starting {count} {kind} worker(s) needs about {need} more file descriptors "
-        f"({_PER_WORKER[kind]} per worker, {need - count * _PER_WORKER[kind]} for the pool), and "
+        f"({DESCRIPTORS_PER_WORKER[kind]} per worker, {need - count * DESCRIPTORS_PER_WORKER[kind]} for the pool), and "
         f"{'some' if in_use is None else in_use} of the {soft or 'unlimited'} that the open-files limit "
         f"allows (ulimit -n, RLIMIT_NOFILE) are open already. Raise the limit (ulimit -n {fix} "
         f"in the shell that starts the program, or resource.setrlimit(resource.RLIMIT_NOFILE, "
