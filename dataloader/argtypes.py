@@ -21,7 +21,7 @@ import os
 from . import memory
 
 __all__ = [
-    "max_workers", "non_negative_float", "positive_float", "positive_int", "unwritable", "worker_count",
+    "non_negative_float", "positive_float", "positive_int", "unwritable", "worker_count",
     "writable_file", "writable_log",
 ]
 
@@ -61,14 +61,8 @@ def _integer(text: str) -> int | None:
         return None
 
 
-def max_workers() -> int:
-    """The most ``num_workers`` a command accepts: as many as the library's ``DataLoader``
-    allows here (32 per usable CPU, at least 64, fewer where ``ulimit -n`` leaves less room)."""
-    return memory.max_workers()[0]
-
-
 def worker_count(text: str) -> int:
-    """An argparse type: a ``num_workers`` from 0 to :func:`max_workers`, refused while the
+    """An argparse type: a ``num_workers`` from 0 to :func:`dataloader.memory.max_workers`, refused while the
     options are read rather than when the loader is built."""
     value = _integer(text)
     if value is None or value < 0:

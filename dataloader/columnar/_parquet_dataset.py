@@ -20,7 +20,7 @@ from ._files import PARQUET_SUFFIXES, files_fingerprint, mapped, resolve_files
 from ._fixed import form_of
 from ._gather import Runs, locate, take_numbers, take_rows
 from ._readers import row_group_counts
-from ._snapshot import check_counts, check_stamp, read_error, take_stamps
+from ._snapshot import open_checked, read_error, take_stamps
 from ._table_dataset import Allocate, Plan, TableDataset, check_columns, check_fill_null, check_nulls, check_same_columns
 
 # Parquet files each thread keeps open (a batch of random rows jumps between files).
@@ -190,18 +190,11 @@ class ParquetDataset(TableDataset):
         """File ``index`` opened, after checking it is the file whose footer the index was
         built from (see :mod:`._snapshot`)."""
         path = self._paths[index]
-        try:
-            handle = pq.ParquetFile(path, filesystem=mapped(self._filesystem), page_checksum_verification=self._verify)
-        except Exception as error:
-            check_stamp(self._filesystem, path, self._stamps[index], self.kind)  # the likelier cause
-            raise read_error(error, path, self.kind) from error
-        try:
-            check_stamp(self._filesystem, path, self._stamps[index], self.kind)
-            check_counts(path, self._file_counts[index], row_group_counts(handle.metadata), self.kind)
-        except BaseException:
-            handle.close()
-            raise
-        return handle
+        return open_checked(
+            lambda: pq.ParquetFile(path, filesystem=mapped(self._filesystem), page_checksum_verification=self._verify),
+            pq.ParquetFile.close, lambda handle: row_group_counts(handle.metadata), self._filesystem, path,
+            self._stamps[index], self._file_counts[index], self.kind,
+        )
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

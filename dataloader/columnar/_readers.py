@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._files import mapped
 from ._sharding import Piece
-from ._snapshot import check_counts, check_stamp, read_error, take_stamps
+from ._snapshot import open_checked, read_error, take_stamps
 from ._table_dataset import check_same_columns
 
 # Files a reader keeps open at once (units read in a shuffled order jump between files).
@@ -106,19 +106,10 @@ class Reader:
         if handle is None:
             units = self.units
             path = units.paths[index]
-            try:
-                handle = self._open_file(path)
-            except Exception as error:
-                check_stamp(units.filesystem, path, units.stamps[index], units.kind)  # the likelier cause
-                raise read_error(error, path, units.kind) from error
-            try:
-                check_stamp(units.filesystem, path, units.stamps[index], units.kind)
-                found = self._counts(handle)
-                if found is not None:
-                    check_counts(path, units.file_counts[index], found, units.kind, units.unit_name + "s")
-            except BaseException:
-                _close(handle)
-                raise
+            handle = open_checked(
+                lambda: self._open_file(path), _close, self._counts, units.filesystem, path,
+                units.stamps[index], units.file_counts[index], units.kind, units.unit_name + "s",
+            )
             while len(self._open) >= OPEN_FILES:
                 _close(self._open.popitem(last=False)[1])
         self._open[index] = handle

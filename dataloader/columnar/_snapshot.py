@@ -14,12 +14,14 @@ row group (:func:`read_error`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..errors import DataFileError, DataLoaderError, SourceChangedError
+
+Handle = TypeVar("Handle")
 
 _REBUILD = (
     "Build the {kind} again to read the files as they are now (a saved loader state then refuses "
@@ -57,6 +59,29 @@ def check_stamp(filesystem: pafs.FileSystem, path: str, stamp: Stamp, kind: str)
             "row counts would lose or repeat rows. " + _REBUILD.format(kind=kind),
             path,
         )
+
+
+def open_checked(
+    open_file: Callable[[], Handle], close: Callable[[Handle], None], counts: Callable[[Handle], list[int] | None],
+    filesystem: pafs.FileSystem, path: str, stamp: Stamp, planned: Sequence[int], kind: str, what: str = "row groups",
+) -> Handle:
+    """``open_file()``, checked to be the file planned with: its stamp, and its units' row counts
+    (``counts``, None where too costly to know) against ``planned``. A failed open is told by
+    what changed when the file did, else as a read error; a handle that fails a check is closed."""
+    try:
+        handle = open_file()
+    except Exception as error:
+        check_stamp(filesystem, path, stamp, kind)  # the likelier cause
+        raise read_error(error, path, kind) from error
+    try:
+        check_stamp(filesystem, path, stamp, kind)
+        found = counts(handle)
+        if found is not None:
+            check_counts(path, planned, found, kind, what)
+    except BaseException:
+        close(handle)
+        raise
+    return handle
 
 
 def check_counts(path: str, planned: Sequence[int], found: Sequence[int], kind: str, what: str = "row groups") -> None:

@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 
 from dataloader import __version__
 from dataloader.__main__ import main
-from dataloader.argtypes import max_workers
+from dataloader.memory import max_workers
 from tests._cli.test_cli_doc import DOCUMENTED, bench_tool, parser_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,13 +107,19 @@ def test_bench_seconds_nan_exits_at_once_instead_of_hanging():
 ])
 def test_absurd_worker_counts_are_refused_before_any_process_starts(argv, capsys):
     line = refused(argv, capsys)
-    assert f"argument --workers: expected a number of workers from 0 to {max_workers()}; got " in line
+    assert f"argument --workers: expected a number of workers from 0 to {max_workers()[0]}; got " in line
 
 
 def test_the_ceiling_is_the_loaders():
-    from dataloader import _options
+    from dataloader import ArrayDataset, DataLoader
+    from dataloader.argtypes import worker_count
+    from dataloader.errors import ArgumentValueError
 
-    assert max_workers() == _options.max_workers()[0] >= 1
+    most = max_workers()[0]
+    data = ArrayDataset(np.arange(4))
+    assert worker_count(str(most)) == most and DataLoader(data, num_workers=most) is not None  # built, not started
+    with pytest.raises(ArgumentValueError):
+        DataLoader(data, num_workers=most + 1)
 
 
 @pytest.mark.parametrize("command", ["bench", "bench columnar", "bench ray", "bench autotune",

@@ -42,14 +42,14 @@ def test_unknown_workloads_and_bad_numbers_are_refused(capsys):
 
 
 def test_seconds_reps_and_workers_are_refused_as_they_are_read(capsys):
-    from dataloader.argtypes import max_workers
+    from dataloader.memory import max_workers
 
     parser = _parser()
     for argv, message in [
         (["--seconds", "nan"], "argument --seconds: expected a finite number > 0; got 'nan'"),
         (["--seconds", "inf"], "argument --seconds: expected a finite number > 0; got 'inf'"),
         (["--reps", "0"], "argument --reps: expected an integer >= 1; got '0'"),
-        (["--workers", f"2,{max_workers() + 1}"], f"expected a number of workers from 0 to {max_workers()}"),
+        (["--workers", f"2,{max_workers()[0] + 1}"], f"expected a number of workers from 0 to {max_workers()[0]}"),
     ]:
         with pytest.raises(SystemExit):
             parser.parse_args(argv)
