@@ -14,6 +14,7 @@ row group (:func:`read_error`).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import pyarrow as pa
@@ -31,15 +32,19 @@ _REBUILD = (
 
 
 class Stamp(NamedTuple):
-    """What a file was when its metadata was read: its size and modification time."""
+    """What a file was when its metadata was read: its size, modification time and, on a local
+    disk, its identity (device, inode). Modification times tick with the kernel's coarse clock
+    (a few ms), so a file replaced by one of the same size within a tick shows only in its inode."""
 
     size: int | None
     mtime_ns: int | None
+    identity: tuple[int, int] | None = None
 
 
 def take_stamps(filesystem: pafs.FileSystem, paths: Sequence[str]) -> list[Stamp]:
     """The stamps of ``paths`` (one listing call for all of them)."""
-    return [_stamp(info) for info in filesystem.get_file_info(list(paths))]
+    local = isinstance(filesystem, pafs.LocalFileSystem)
+    return [_stamp(info, local) for info in filesystem.get_file_info(list(paths))]
 
 
 def check_stamp(filesystem: pafs.FileSystem, path: str, stamp: Stamp, kind: str) -> None:
@@ -51,11 +56,12 @@ def check_stamp(filesystem: pafs.FileSystem, path: str, stamp: Stamp, kind: str)
             + _REBUILD.format(kind=kind),
             path,
         )
-    now = _stamp(info)
+    now = _stamp(info, isinstance(filesystem, pafs.LocalFileSystem))
     if now != stamp:
+        replaced = ", replaced by another file" if now.identity != stamp.identity else ""
         raise SourceChangedError(
             f"{path!r} changed after the {kind} read its metadata (size {stamp.size} -> {now.size} "
-            f"bytes, modified at {stamp.mtime_ns} -> {now.mtime_ns} ns): reading it through the old "
+            f"bytes, modified at {stamp.mtime_ns} -> {now.mtime_ns} ns{replaced}): reading it through the old "
             "row counts would lose or repeat rows. " + _REBUILD.format(kind=kind),
             path,
         )
@@ -117,10 +123,18 @@ def read_error(error: BaseException, path: str, kind: str, unit: int | None = No
     )
 
 
-def _stamp(info: pafs.FileInfo) -> Stamp:
+def _stamp(info: pafs.FileInfo, local: bool) -> Stamp:
     if info.type == pafs.FileType.NotFound:
         return Stamp(None, None)
-    return Stamp(info.size, _mtime_ns(info))
+    return Stamp(info.size, _mtime_ns(info), _identity(info.path) if local else None)
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:  # gone since the listing: the size and time already tell
+        return None
+    return (status.st_dev, status.st_ino)
 
 
 def _mtime_ns(info: Any) -> int | None:

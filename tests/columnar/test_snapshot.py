@@ -38,7 +38,15 @@ def _replace(path: Path, ids: np.ndarray, group: int = 100) -> None:
     """Replace ``path`` by a new file, the way a job that refreshes data does (write, rename)."""
     temp = path.with_name(path.name + ".new")
     pq.write_table(pa.table({"id": ids}), temp, row_group_size=group)
+    _rename_within_one_tick(temp, path)
+
+
+def _rename_within_one_tick(temp: Path, path: Path) -> None:
+    """``os.replace(temp, path)``, with the old file's modification time kept: the coarse clock
+    often gives two quick writes the same time, so only the file's identity may tell."""
+    before = path.stat()
     os.replace(temp, path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 def _ids(source, workers: int = 0, **options) -> np.ndarray:
@@ -76,7 +84,7 @@ def test_map_datasets_refuse_a_file_replaced_before_a_worker_opened_it(tmp_path,
     mapped = ArrowDataset(arrow)
     temp = tmp_path / "b.arrow"
     feather.write_feather(pa.table({"id": np.arange(300) + 5_000}), temp, compression="uncompressed")
-    os.replace(temp, arrow)
+    _rename_within_one_tick(temp, arrow)
     assert np.array_equal(_ids(mapped), np.arange(300))  # this process maps the file it built on
     if method == "spawn":  # a spawned worker maps the file again: it must not read the new one
         with pytest.raises(SourceChangedError, match="a.arrow' changed after the ArrowDataset"):
