@@ -23,6 +23,8 @@ START_METHODS = ("fork", "spawn", "forkserver")
 AUTO = "auto"
 _AUTO_HINT = "Or 'auto', to have it tuned while the loader runs."
 WORKER_TYPES = ("process", "thread")
+
+
 @dataclass(frozen=True)
 class LoaderOptions:
     """Every knob of a :class:`DataLoader` besides its building blocks."""

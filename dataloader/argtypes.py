@@ -21,7 +21,7 @@ import os
 from . import memory
 
 __all__ = [
-    "non_negative_float", "positive_float", "positive_int", "unwritable", "worker_count",
+    "non_negative_float", "positive_float", "positive_int", "uncreatable", "unwritable", "worker_count",
     "writable_file", "writable_log",
 ]
 
@@ -105,7 +105,8 @@ def unwritable(path: str, make_folders: bool = False) -> str | None:
         return f"{path!r} is a directory; give a file name"
     parent = os.path.dirname(os.path.abspath(path))
     if make_folders and not os.path.exists(parent):
-        return _uncreatable(path, parent)
+        problem = uncreatable(parent)
+        return None if problem is None else f"cannot write {path!r}: {problem}"
     if not os.path.isdir(parent):
         missing = "is not a directory" if os.path.exists(parent) else "does not exist"
         return f"cannot write {path!r}: its directory {parent!r} {missing}"
@@ -114,14 +115,16 @@ def unwritable(path: str, make_folders: bool = False) -> str | None:
     return _try_append(path)
 
 
-def _uncreatable(path: str, parent: str) -> str | None:
-    existing = parent
+def uncreatable(folder: str) -> str | None:
+    """Why ``folder`` cannot be created (with its missing parents) and written into, judged by
+    the nearest folder on its way that exists; None when it can."""
+    existing = folder
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        return f"cannot write {path!r}: {existing!r} is not a directory"
+        return f"{existing!r} is not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
-        return f"cannot write {path!r}: cannot create folders in {existing!r}"
+        return f"cannot create folders or files in {existing!r}"
     return None
 
 

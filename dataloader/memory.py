@@ -458,9 +458,10 @@ def max_workers(worker_type: str = "process", proc_root: str = "/proc") -> tuple
     """The most workers of ``worker_type`` a loader may start here, and why that many.
 
     The smaller of what the open-files limit (``ulimit -n``) leaves room for, at
-    :data:`DESCRIPTORS_PER_WORKER` each (plus :data:`LATE_WORKER_EXTRA` for a process), and :data:`WORKERS_PER_CPU` per usable CPU (at least
-    :data:`_MIN_WORKER_LIMIT`): ``num_workers=10000`` would otherwise spend minutes starting
-    processes before failing. The autotuner never grows a pool past it either.
+    :data:`DESCRIPTORS_PER_WORKER` each (plus :data:`LATE_WORKER_EXTRA` for a process),
+    and :data:`WORKERS_PER_CPU` per usable CPU (at least :data:`_MIN_WORKER_LIMIT`):
+    ``num_workers=10000`` would otherwise spend minutes starting processes before
+    failing. The autotuner never grows a pool past it either.
     """
     cpus = available_cpus(proc_root)
     by_cpus = max(_MIN_WORKER_LIMIT, WORKERS_PER_CPU * cpus)

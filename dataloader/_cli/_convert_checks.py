@@ -15,6 +15,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..argtypes import uncreatable
 from ..errors import ArgumentValueError, ImageDecodeError
 from ..image_folder import decode_image
 from ..memory import available_cpus
@@ -54,14 +55,10 @@ def _check_outside(source: str, path: str, dest: str) -> None:
 
 
 def _check_creatable(path: str, dest: str) -> None:
-    """The directory ``path``, or the nearest folder above it that exists, can be written."""
-    existing = path
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise ArgumentValueError(f"cannot create DEST {dest!r}: {existing!r} is a file.")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ArgumentValueError(f"cannot write into DEST {dest!r}: {existing!r} is not writable.")
+    """The directory ``path`` can be created, or written into where it exists."""
+    problem = uncreatable(path)
+    if problem is not None:
+        raise ArgumentValueError(f"cannot create DEST {dest!r}: {problem}.")
 
 
 def check_images(paths: list[str], images: list[bytes], decode: bool) -> None:

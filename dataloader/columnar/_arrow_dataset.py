@@ -55,8 +55,8 @@ class ArrowDataset(TableDataset):
 
     The dataset pickles as its paths (a table: as the table), and a worker
     maps the files again, so it works with every start method. Each file's
-    size and modification time are recorded when the dataset is built and
-    checked at every mapping: a file replaced since is a
+    size, modification time and (local files) inode are recorded when the
+    dataset is built and checked at every mapping: a file replaced since is a
     :class:`~dataloader.SourceChangedError`, never another file's rows.
 
     Example::
@@ -99,7 +99,8 @@ class ArrowDataset(TableDataset):
         schema = parts[0][1]
         names = check_columns(self._columns_given, schema.names, where)
         for path, other, _, _ in parts[1:]:
-            check_same_columns(schema, other, None if self._columns_given is None else names, (parts[0][0], path), self.kind)
+            chosen = None if self._columns_given is None else names
+            check_same_columns(schema, other, chosen, (parts[0][0], path), self.kind)
         selected = pa.schema([schema.field(name) for name in names])
         chunks, backings = _chunks(parts, selected)
         nulls = {name: sum(chunk.column(name).null_count for chunk in chunks) for name in names}

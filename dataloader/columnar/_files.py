@@ -89,11 +89,11 @@ def _files_at(fs: pafs.FileSystem, path: str, suffixes: Sequence[str], what: str
             "at most. Write it again (overwrite=True); if you know the shards are whole, delete the marker."
         )
     if isinstance(fs, pafs.LocalFileSystem):
-        listed = _walk_local(path)
+        files = _walk_local(path, tuple(suffixes))
     else:
         selector = pafs.FileSelector(path, recursive=True)
-        listed = [f.path for f in fs.get_file_info(selector) if f.type == pafs.FileType.File]
-    files = sorted(name for name in listed if name.endswith(tuple(suffixes)))
+        listed = fs.get_file_info(selector)
+        files = sorted(f.path for f in listed if f.type == pafs.FileType.File and f.path.endswith(tuple(suffixes)))
     if not files:
         raise ArgumentValueError(
             f"`{what}` names the directory {path!r}, which holds no {'/'.join(suffixes)} file."
@@ -101,9 +101,10 @@ def _files_at(fs: pafs.FileSystem, path: str, suffixes: Sequence[str], what: str
     return files
 
 
-def _walk_local(top: str) -> list[str]:
-    """The files under local directory ``top``, following links but entering each real
-    directory once (a link back up the tree would otherwise be followed until ELOOP)."""
+def _walk_local(top: str, suffixes: tuple[str, ...]) -> list[str]:
+    """The files named ``*suffixes`` under local directory ``top``, sorted, following links but
+    entering each real directory once (a link back up the tree would otherwise be followed
+    until ELOOP)."""
     files: list[str] = []
     seen: set[str] = set()
     for directory, subdirectories, names in os.walk(top, followlinks=True):
@@ -113,8 +114,8 @@ def _walk_local(top: str) -> list[str]:
             continue
         seen.add(real)
         subdirectories.sort()  # the first name of a directory reached twice is the same in every run
-        files += [os.path.join(directory, name) for name in names]
-    return [name for name in files if os.path.isfile(name)]
+        files += [os.path.join(directory, name) for name in names if name.endswith(suffixes)]
+    return sorted(name for name in files if os.path.isfile(name))  # not a broken link or a fifo
 
 
 def _refuse_repeats(fs: pafs.FileSystem, paths: list[str], what: str) -> None:

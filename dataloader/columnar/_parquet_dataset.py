@@ -96,7 +96,8 @@ class ParquetDataset(TableDataset):
         schema = footers[0].schema
         names = check_columns(columns, schema.names, "the files")
         for path, footer in zip(self._paths[1:], footers[1:]):
-            check_same_columns(schema, footer.schema, None if columns is None else names, (self._paths[0], path), self.kind)
+            chosen = None if columns is None else names
+            check_same_columns(schema, footer.schema, chosen, (self._paths[0], path), self.kind)
         nulls = {name: sum(f.nulls.get(name, 0) for f in footers) for name in names}
         fill_null = check_fill_null(fill_null, schema, nulls, "the files")
         check_nulls(nulls, fill_null, self.kind)

@@ -3,8 +3,9 @@
 A reader plans from metadata read once (row-group counts, record-batch
 counts): every process computes its rows from those numbers. A file replaced
 or rewritten afterwards would be read through the old numbers, which loses or
-repeats rows without an error. So each reader records every file's size and
-modification time when it reads the metadata (:func:`take_stamps`), checks
+repeats rows without an error. So each reader records every file's size,
+modification time and, on a local disk, inode when it reads the metadata
+(:func:`take_stamps`), checks
 them again each time it opens the file (:func:`check_stamp`; Parquet readers
 also compare the footer's row groups), and raises :class:`SourceChangedError`
 naming the file when they differ. Errors while reading (a file deleted,
@@ -41,22 +42,25 @@ class Stamp(NamedTuple):
     identity: tuple[int, int] | None = None
 
 
+_GONE = Stamp(None, None)  # the stamp of a path where no file is
+
+
 def take_stamps(filesystem: pafs.FileSystem, paths: Sequence[str]) -> list[Stamp]:
-    """The stamps of ``paths`` (one listing call for all of them)."""
-    local = isinstance(filesystem, pafs.LocalFileSystem)
-    return [_stamp(info, local) for info in filesystem.get_file_info(list(paths))]
+    """The stamps of ``paths`` (for remote files, one listing call for all of them)."""
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return [_local_stamp(path) for path in paths]
+    return [_stamp(info) for info in filesystem.get_file_info(list(paths))]
 
 
 def check_stamp(filesystem: pafs.FileSystem, path: str, stamp: Stamp, kind: str) -> None:
-    """Raise unless ``path`` still has the size and modification time it had in ``stamp``."""
-    info = filesystem.get_file_info(path)
-    if info.type == pafs.FileType.NotFound:
+    """Raise unless ``path`` is still the file it was in ``stamp``."""
+    [now] = take_stamps(filesystem, [path])
+    if now == _GONE:
         raise DataFileError(
             f"{path!r} is gone: it was deleted or moved after the {kind} read its metadata. "
             + _REBUILD.format(kind=kind),
             path,
         )
-    now = _stamp(info, isinstance(filesystem, pafs.LocalFileSystem))
     if now != stamp:
         replaced = ", replaced by another file" if now.identity != stamp.identity else ""
         raise SourceChangedError(
@@ -101,7 +105,9 @@ def check_counts(path: str, planned: Sequence[int], found: Sequence[int], kind: 
         )
 
 
-def read_error(error: BaseException, path: str, kind: str, unit: int | None = None, what: str = "row group") -> BaseException:
+def read_error(
+    error: BaseException, path: str, kind: str, unit: int | None = None, what: str = "row group"
+) -> BaseException:
     """``error``, raised while opening or reading ``path``, as the library's error naming the
     file and the unit; the library's own errors and non-I/O errors are returned as they are."""
     if isinstance(error, DataLoaderError) or not isinstance(error, (OSError, pa.ArrowException)):
@@ -123,18 +129,19 @@ def read_error(error: BaseException, path: str, kind: str, unit: int | None = No
     )
 
 
-def _stamp(info: pafs.FileInfo, local: bool) -> Stamp:
+def _stamp(info: pafs.FileInfo) -> Stamp:
     if info.type == pafs.FileType.NotFound:
-        return Stamp(None, None)
-    return Stamp(info.size, _mtime_ns(info), _identity(info.path) if local else None)
+        return _GONE
+    return Stamp(info.size, _mtime_ns(info))
 
 
-def _identity(path: str) -> tuple[int, int] | None:
+def _local_stamp(path: str) -> Stamp:
+    """A local file's stamp, from one ``stat`` (pyarrow's listing shows no inode)."""
     try:
         status = os.stat(path)
-    except OSError:  # gone since the listing: the size and time already tell
-        return None
-    return (status.st_dev, status.st_ino)
+    except FileNotFoundError:
+        return _GONE
+    return Stamp(status.st_size, status.st_mtime_ns, (status.st_dev, status.st_ino))
 
 
 def _mtime_ns(info: Any) -> int | None:

@@ -287,8 +287,9 @@ class ParquetStream(ColumnarStream):
     reading.
 
     Files: the stream reads them as they were when it was built. Each file's
-    size, modification time and row groups are checked whenever it is opened
-    (each epoch, in every process); a file replaced, rewritten or removed since
+    size, modification time, inode (local files) and row groups are checked
+    whenever it is opened (each epoch, in every process); a file replaced,
+    rewritten or removed since
     is a :class:`~dataloader.SourceChangedError` or
     :class:`~dataloader.DataFileError` naming it, never rows read through stale
     footers. A read that fails (a corrupt page, a truncated file) is a
