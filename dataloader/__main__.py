@@ -17,15 +17,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (demo, bench, doctor, convert, tune):
         module.add_parser(commands)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # the bench parses its own options, --help included
-        return bench.run(argparse.Namespace(options=argv[1:]))
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "bench":
-        args.options = rest  # the bench parses its own options
-    elif rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return args.run(args)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return int(args.run(args))
 
 
 if __name__ == "__main__":

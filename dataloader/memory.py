@@ -10,13 +10,15 @@ filesystem root is a parameter so that tests can hand in fake trees.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import re
 import resource
+import threading
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import psutil
 
@@ -24,7 +26,7 @@ from ._validate import check_non_negative_int
 from .errors import SharedMemoryError
 
 __all__ = [
-    "CgroupMemory", "MemoryRoom", "ShmRoom", "TreeMemory", "WorkerMemoryEstimate",
+    "CgroupMemory", "MemoryRoom", "PeakMemory", "ShmRoom", "TreeMemory", "WorkerMemoryEstimate",
     "available_cpus", "cgroup_cpu_seconds", "cgroup_memory", "check_shm", "check_worker_memory",
     "cpu_quota", "describe_oom", "describe_shm", "max_workers", "memory_room", "process_tree_memory",
     "shm_ceiling", "shm_room",
@@ -352,6 +354,59 @@ def process_tree_memory(pid: int | None = None) -> TreeMemory:
         shmem += own or 0
     pss_total = pss if pss_known and counted else None
     return TreeMemory(rss, pss_total, counted, shmem if pss_total is not None and shmem_known else None)
+
+
+class PeakMemory:
+    """The peak PSS of this process and its descendants (workers included), sampled by a thread.
+
+    ``with PeakMemory() as memory:`` samples every ``interval`` s (one sample costs a few ms of
+    this process's time, hence 0.1 s) until the block ends; ``memory.peak_pss`` is the peak in
+    bytes (RSS where PSS cannot be read). ``reset()`` starts a new peak; ``with
+    memory.paused():`` holds sampling off, e.g. while processes are forked, so that no child is
+    born while the sampling thread is inside psutil.
+    """
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.peak_pss = 0
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="dataloader-peak-memory", daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self.sample()  # psutil's lazy imports happen here, before any fork
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self) -> None:
+        """Take one sample now."""
+        with self._lock:
+            self._record(process_tree_memory())
+
+    def _record(self, memory: TreeMemory) -> None:
+        self.peak_pss = max(self.peak_pss, memory.pss if memory.pss is not None else memory.rss)
+
+    def reset(self) -> None:
+        """Forget the peak so far."""
+        with self._lock:
+            self._reset()
+
+    def _reset(self) -> None:
+        self.peak_pss = 0
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No sample is taken inside this block."""
+        with self._lock:
+            yield
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.sample()
 
 
 def _pss_shmem(pid: int) -> int | None:

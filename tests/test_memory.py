@@ -543,3 +543,20 @@ def test_import_has_no_side_effects():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_peak_memory_keeps_the_peak_of_the_process_tree():
+    from dataloader.memory import PeakMemory
+
+    with PeakMemory(interval=0.01) as memory:
+        baseline = memory.peak_pss
+        block = np.ones(64 * MIB, dtype=np.uint8)  # 64 MiB, every page touched
+        memory.sample()
+        peak = memory.peak_pss
+        del block
+        memory.sample()
+        assert memory.peak_pss == peak  # a peak, not the latest sample
+        memory.reset()  # the 64 MiB are gone: the peak from here on is lower
+        memory.sample()
+    assert baseline > 0 and peak >= baseline + 48 * MIB
+    assert 0 < memory.peak_pss < peak - 32 * MIB

@@ -33,7 +33,7 @@ KINDS = ("imagefolder", "npz")
 # that building the parser does not import pyarrow for the other commands.
 COMPRESSIONS = ("zstd", "snappy", "lz4", "gzip", "brotli", "none")
 # Encoded images are compressed already: zstd barely shrinks them, and a reader would pay for a
-# decompression of every row group (tools/bench_columnar.py's image Parquet: 0.90-0.95x
+# decompression of every row group (benchmarks/columnar.py's image Parquet: 0.90-0.95x
 # ImageFolder with zstd, 0.96-0.97x without).
 DEFAULT_COMPRESSION = {"imagefolder": "none", "npz": "zstd"}
 CLASSES_KEY = "dataloader.classes"

@@ -6,7 +6,7 @@
 keyword arguments with at least ``dataset`` (its ``num_workers`` and ``prefetch_factor`` are
 replaced by each setting's; without ``sampler`` or ``batch_size``, ``--batch-size`` applies).
 Each setting runs one untimed batch and then ``--seconds`` timed, while the peak memory (PSS)
-of the process tree is sampled (:mod:`dataloader.bench.autotune_measure`). A spec that cannot
+of the process tree is sampled (:mod:`dataloader._cli._timing`). A spec that cannot
 be used is one line on stderr and exit code 2; a setting whose run raises shows its error in
 the table, and the exit code is 1.
 """
@@ -21,8 +21,10 @@ import sys
 from typing import Any, Callable
 
 from .. import DataLoader
-from ..memory import available_cpus
 from ..argtypes import positive_float, positive_int, worker_count, writable_file
+from ..memory import PeakMemory, available_cpus
+from ._table import aligned, cell, write_json
+from ._timing import measure_loader
 
 _MIB = 2.0**20
 _MAX_DEFAULT_SETTINGS = 8
@@ -43,7 +45,7 @@ def add_parser(commands: Any) -> None:
                         help="samples per batch, where the factory gives no sampler (default 32)")
     parser.add_argument("--seconds", type=positive_float, default=3.0, metavar="S",
                         help="timed seconds per setting, after one batch (default 3)")
-    parser.add_argument("--workers", type=_worker_list, metavar="N,N,...",
+    parser.add_argument("--workers", type=worker_list, metavar="N,N,...",
                         help="fixed num_workers values (default 0,1,2,... up to 2 x usable CPUs, "
                         f"at most {_MAX_DEFAULT_SETTINGS} values)")
     parser.add_argument("--prefetch", type=_int_list(1), metavar="N,N,...",
@@ -60,20 +62,16 @@ def run(args: argparse.Namespace) -> int:
     except _SpecError as error:
         print(f"dataloader tune: {error}", file=sys.stderr)
         return 2
-    from ..bench.measure import TreeMemorySampler  # the bench's parts, only for this command
-
     workers = args.workers if args.workers is not None else default_workers(available_cpus())
     # prefetch_factor means nothing without workers: num_workers=0 runs once
     settings = [(w, p) for w in workers for p in (args.prefetch if w and args.prefetch else [None])]
     settings.append(("auto", None))
     print(f"tune {args.spec}: {args.seconds:g} s per setting after one batch; "
           f"{available_cpus()} usable CPU(s)", flush=True)
-    with TreeMemorySampler() as sampler:
-        results = [_measure(options, w, p, args.seconds, sampler) for w, p in settings]
+    with PeakMemory() as memory:
+        results = [_measure(options, w, p, args.seconds, memory) for w, p in settings]
     print(format_table(results))
     if args.json:
-        from ..bench.output import write_json
-
         write_json(args.json, {"spec": args.spec, "seconds": args.seconds, "runs": results})
     return 1 if any(r["error"] for r in results) else 0
 
@@ -144,9 +142,7 @@ def _is_dataset(value: Any) -> bool:
 
 
 def _measure(options: dict[str, Any], workers: int | str, prefetch: int | None, seconds: float,
-             sampler: Any) -> dict[str, Any]:
-    from ..bench.autotune_measure import measure_loader
-
+             memory: PeakMemory) -> dict[str, Any]:
     label = f"num_workers={workers}"
     label += f", prefetch_factor={prefetch}" if prefetch is not None else ""
     result: dict[str, Any] = {"setting": label, "num_workers": workers,
@@ -155,8 +151,8 @@ def _measure(options: dict[str, Any], workers: int | str, prefetch: int | None, 
     if prefetch is not None:
         setting["prefetch_factor"] = prefetch
     try:
-        got = measure_loader({**options, **setting}, _ignore, 0.0, seconds, sampler,
-                             int(options.get("batch_size") or 1))
+        got = measure_loader({**options, **setting}, seconds, memory,
+                             default_batch=int(options.get("batch_size") or 1))
     except Exception as error:  # shown in its row; the other settings still run
         result["error"] = f"{type(error).__name__}: {error}".splitlines()[0]
         return result
@@ -166,14 +162,8 @@ def _measure(options: dict[str, Any], workers: int | str, prefetch: int | None, 
     return result
 
 
-def _ignore(batch: Any) -> None:
-    return None
-
-
 def format_table(results: list[dict[str, Any]]) -> str:
     """A row per setting; the best fixed one and auto's marked, auto's choice beside it."""
-    from ..bench.output import aligned, cell
-
     fixed = [r for r in results if r["num_workers"] != "auto" and not r["error"]
              and r.get("samples_per_s") == r.get("samples_per_s")]  # NaN: no timed batch
     best = max(fixed, key=lambda r: r["samples_per_s"], default=None)
@@ -210,8 +200,9 @@ def _int_list(minimum: int) -> Callable[[str], list[int]]:
     return parse
 
 
-def _worker_list(text: str) -> list[int]:
-    """An argparse type: comma-separated ``num_workers`` values, each as :func:`worker_count` reads it."""
+def worker_list(text: str) -> list[int]:
+    """An argparse type: comma-separated ``num_workers`` values, each as :func:`worker_count` reads it
+    (``tune`` and ``bench`` take it)."""
     values = [worker_count(v) for v in text.split(",") if v.strip()]
     if not values:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers of workers; got {text!r}")

@@ -4,7 +4,7 @@ The copy into pinned memory is NumPy's, in the calling thread. PyTorch's own
 (``Tensor.pin_memory()``, ``Tensor.copy_``) runs on its intra-op OpenMP pool,
 whose threads spin after every parallel region: on a 16-core GPU machine they
 took 12-15 cores from the workers and halved the loader's rate (measured with
-tools/bench_gpu.py; docs/performance.md, "Feeding a GPU").
+benchmarks/gpu.py; docs/performance.md, "Feeding a GPU").
 
 Imported only when a loader asks for torch.
 """

@@ -4,7 +4,7 @@ A worker forked from a main process that has read Arrow or Parquet data inherits
 memory pool with the parent's heap in it: its freed pages, shared with the parent until
 written. A worker that reads Parquet allocates from that heap, and pays a copy-on-write fault
 for each page it reuses. Given another backend's pool, empty in the parent, it gets pages of
-its own. Measured with ``tools/bench_columnar.py``'s image Parquet contenders in a process
+its own. Measured with ``benchmarks/columnar.py``'s image Parquet contenders in a process
 that had run the tabular ones first (2 workers, 5 paired runs): 0.94x ``ImageFolder`` with the
 inherited pool, 0.96x with jemalloc's or the system's.
 """

@@ -19,16 +19,11 @@ import pytest
 from dataloader import __version__
 from dataloader.__main__ import main
 from dataloader.memory import max_workers
-from tests._cli.test_cli_doc import DOCUMENTED, bench_tool, parser_of
+from tests._cli.test_cli_doc import DOCUMENTED
 
 ROOT = Path(__file__).resolve().parents[2]
-# Every parser of the command line and of the bench tools: the documented ones and the rest.
-PARSERS: dict[str, Callable[[pytest.MonkeyPatch], argparse.ArgumentParser]] = {
-    **DOCUMENTED,
-    "bench floor": lambda mp: parser_of(bench_tool("floor"), mp),
-    "bench gpu": lambda mp: parser_of(bench_tool("gpu"), mp),
-    "bench vision": lambda mp: parser_of(bench_tool("vision"), mp),
-}
+# Every parser of the command line (the benchmarks' own: tests/benchmarks/test_refusals.py).
+PARSERS: dict[str, Callable[[pytest.MonkeyPatch], argparse.ArgumentParser]] = dict(DOCUMENTED)
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -64,8 +59,6 @@ def _reads(kind: Callable[[str], Any]) -> type | None:
 @pytest.mark.parametrize("name", sorted(PARSERS))
 def test_no_numeric_option_takes_nan_or_infinity(name, monkeypatch, tmp_path):
     """The audit: a float option added later with ``type=float`` fails here."""
-    if name == "bench vision":
-        pytest.importorskip("cv2", reason="the vision bench needs OpenCV")
     monkeypatch.chdir(tmp_path)  # a path option tried on "1" writes nothing in the checkout
     parser = PARSERS[name](monkeypatch)
     typed = [a for a in parser._actions if a.option_strings and a.type is not None]
@@ -79,9 +72,7 @@ def test_no_numeric_option_takes_nan_or_infinity(name, monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("argv", [
-    ["bench", "--seconds"], ["bench", "--patience"], ["bench", "autotune", "--seconds"],
-    ["bench", "autotune", "--warmup"], ["bench", "columnar", "--seconds"], ["bench", "ray", "--seconds"],
-    ["tune", "mod:make", "--seconds"],
+    ["bench", "--seconds"], ["tune", "mod:make", "--seconds"],
 ])
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
 def test_float_options_refuse_non_finite_and_negative_values(argv, value, capsys):
@@ -91,8 +82,7 @@ def test_float_options_refuse_non_finite_and_negative_values(argv, value, capsys
 
 @pytest.mark.timeout(120)
 def test_bench_seconds_nan_exits_at_once_instead_of_hanging():
-    done = run_cli("bench", "--quick", "--workloads", "tiny", "--workers", "0", "--no-torch",
-                   "--seconds", "nan")
+    done = run_cli("bench", "--quick", "--workloads", "tiny", "--workers", "0", "--seconds", "nan")
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.splitlines()[-1] == (
         "python -m dataloader bench: error: argument --seconds: expected a finite number > 0; got 'nan'"
@@ -100,9 +90,7 @@ def test_bench_seconds_nan_exits_at_once_instead_of_hanging():
 
 
 @pytest.mark.parametrize("argv", [
-    ["bench", "--workers", "0,100000"], ["bench", "autotune", "--workers", "100000"],
-    ["bench", "columnar", "--workers", "100000"], ["bench", "ray", "--workers", "100000"],
-    ["demo", "--workers", "100000"], ["doctor", "--scan", ".", "--workers", "100000"],
+    ["bench", "--workers", "0,100000"], ["demo", "--workers", "100000"], ["doctor", "--scan", ".", "--workers", "100000"],
     ["tune", "mod:make", "--workers", "0,100000"],
 ])
 def test_absurd_worker_counts_are_refused_before_any_process_starts(argv, capsys):
@@ -122,8 +110,7 @@ def test_the_ceiling_is_the_loaders():
         DataLoader(data, num_workers=most + 1)
 
 
-@pytest.mark.parametrize("command", ["bench", "bench columnar", "bench ray", "bench autotune",
-                                     "demo", "doctor", "convert", "tune"])
+@pytest.mark.parametrize("command", ["bench", "demo", "doctor", "convert", "tune"])
 def test_usage_lines_name_the_command_as_typed(command, capsys):
     with pytest.raises(SystemExit) as stop:
         main([*command.split(), "--help"])

@@ -1,0 +1,40 @@
+"""The lab: this loader measured against its peers, from a clone of the repository.
+
+Not installed with the library (``pyproject.toml`` packages ``dataloader*`` only) and not
+imported by it; every module here uses the public API of ``dataloader`` only
+(tests/test_layering.py holds that). Each bench runs from the clone's root as
+``python -m benchmarks.<name>``; ``python -m benchmarks`` lists them, and README.md beside this
+file gives their options. The measure of a user's own machine is ``python -m dataloader bench``.
+
+Benches (each a module with ``main(argv)``):
+
+- ``compare``: this loader against ``torch.utils.data.DataLoader`` and against no loader, on
+  twelve workloads, and settings of this loader (preload, threads, monitoring).
+- ``floor``: the floor of a process transport on this machine, against our loader.
+- ``gpu``: feeding a GPU: device copy and preload against PyTorch's pinned-memory recipe.
+- ``vision``: each vision transform against torchvision, OpenCV or Pillow.
+- ``columnar``: Parquet and Arrow reading against the plain reader, PyTorch, Hugging Face
+  ``datasets`` and ImageFolder.
+- ``raydata``: Ray Data's ``iter_batches`` against ``RayStream`` and this loader alone.
+- ``autotune``: ``num_workers="auto"`` against a sweep of fixed ``num_workers``.
+- ``resume``: what keeping track of the loader's position costs, against the commit before it.
+
+Their parts: ``config``, ``workloads``, ``small``, ``batches``, ``loaders``, ``measure``,
+``schedule``, ``summary``, ``tables``, ``machine`` and ``plot`` (the ``compare`` bench);
+``floor_workers``; ``vision_ops``; ``columnar_contenders`` and ``columnar_data``;
+``autotune_runs``, ``autotune_measure`` and ``autotune_report``; and, shared by all,
+``repetitions`` (rotating order, paired medians), ``output`` (cells, tables, JSON) and
+``options`` (the command-line options they share).
+"""
+
+#: The benches, by module name, with what each measures (``python -m benchmarks`` prints them).
+BENCHES = {
+    "compare": "this loader vs torch.utils.data.DataLoader vs no loader, and its own settings",
+    "floor": "the floor of a process transport on this machine, against our loader",
+    "gpu": "feeding a GPU: device copy and preload vs pin_memory=True (needs CUDA)",
+    "vision": "each vision transform vs torchvision, OpenCV or Pillow",
+    "columnar": "Parquet and Arrow reading vs the plain reader, PyTorch and Hugging Face datasets",
+    "raydata": "Ray Data as a source: RayStream vs Ray's iter_batches (needs the ray extra)",
+    "autotune": 'num_workers="auto" vs a sweep of fixed num_workers',
+    "resume": "what tracking the position costs: state_dict() time, rate vs the commit before",
+}
