@@ -118,3 +118,8 @@ class RayDataError(DataLoaderError, RuntimeError):
 class ResumeWarning(UserWarning):
     """A resume that is exact only under a condition the loader cannot check: a sampler
     without ``state_dict()`` is iterated afresh and the batches handed out are skipped."""
+
+
+class FrameworkWarning(UserWarning):
+    """A hint, shown once per process: the plain loader was given a ``torch.utils.data``
+    dataset without ``framework=``, so its batches are NumPy arrays, not tensors."""

@@ -14,15 +14,18 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dataloader"
 
 # Bottom to top; each entry is a top-level module or package of dataloader/.
 LAYERS = [
-    {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local", "_digest"},
+    {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local", "_digest",
+     "_framework_hint"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
      "image_folder", "callable_source", "columnar", "_options", "hooks", "argtypes"},
     {"_stages", "_transport", "raydata", "_tune"},
     {"_workers", "_device"},
     {"_exec"},
-    {"loader", "buffer", "__init__", "__main__", "_cli", "bench"},
+    {"loader", "buffer", "__init__", "__main__", "_cli", "torch"},
 ]
-PUBLIC_API_ONLY = {"bench"}  # may import `dataloader` and its public modules, nothing private
+# The lab beside the package (not installed): it may import `dataloader` and its public
+# modules, nothing private.
+BENCHMARKS = PACKAGE.parent / "benchmarks"
 
 
 def _layer(unit: str) -> int:
@@ -93,7 +96,7 @@ def _private_modules(name: str, source: str, is_package: bool = False) -> list[s
     return [
         f"line {line}: {target}"
         for target, _, line in _imports(name, source, is_package)
-        if _unit(target) not in PUBLIC_API_ONLY and any(p.startswith("_") for p in target.split(".")[1:])
+        if any(p.startswith("_") for p in target.split(".")[1:])
     ]
 
 
@@ -121,13 +124,18 @@ def test_no_module_imports_another_modules_private_names(name, path):
     )
 
 
-BENCH = [(n, p) for n, p in MODULES if _unit(n) in PUBLIC_API_ONLY]
+BENCH = [(f"benchmarks.{path.stem}", path) for path in sorted(BENCHMARKS.glob("*.py"))]
+
+
+def test_the_benchmarks_are_found():
+    assert len(BENCH) > 8 and not (PACKAGE / "bench").exists()
 
 
 @pytest.mark.parametrize("name,path", BENCH, ids=[name for name, _ in BENCH])
 def test_the_benchmarks_use_the_public_api_only(name, path):
-    hidden = _private_modules(name, path.read_text(), path.name == "__init__.py")
-    assert not hidden, f"{path}: the benchmarks import private modules: {hidden}"
+    source = path.read_text()
+    hidden = _private_modules(name, source) + _private_names(name, source)
+    assert not hidden, f"{path}: the benchmarks import private modules or names: {hidden}"
 
 
 def test_the_checks_catch_what_they_forbid():
@@ -136,4 +144,5 @@ def test_the_checks_catch_what_they_forbid():
     assert len(_upward_imports("dataloader._stages.probe", probe)) == 1
     assert _private_names("dataloader._stages.probe", probe) == ["line 2: _using from dataloader.rng"]
     assert _private_names("dataloader.collator", "from . import _alloc\n") == []
-    assert _private_modules("dataloader.bench.probe", probe) == ["line 1: dataloader._exec.pipeline"]
+    absolute = "from dataloader._exec.pipeline import Pipeline\nfrom dataloader import DataLoader\n"
+    assert _private_modules("benchmarks.probe", absolute) == ["line 1: dataloader._exec.pipeline"]
