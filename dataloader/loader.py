@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from ._exec.pipeline import Pipeline
+from ._framework_hint import hint_torch_framework
 from ._options import LoaderOptions
 from ._stages.kinds import sampler_from_shortcuts
 from ._validate import check_bool, check_non_negative_int
@@ -43,6 +44,149 @@ class DataLoader:
     ``seed`` when shuffling, else a ``SequentialSampler``; a ``StreamSampler``
     for a stream); ``transform`` and ``collator`` (alias ``collate_fn``) may
     be plain functions, of one sample and of the list of samples.
+
+    Every argument is checked here, not at the first batch: a wrong type raises
+    ``ArgumentTypeError`` (a ``TypeError``), a wrong value ``ArgumentValueError`` (a
+    ``ValueError``), each naming the argument. docs/api/loader.md explains each option at length.
+
+    Parameters
+    ----------
+    dataset
+        A map-style dataset (``__getitem__`` and ``__len__``) or a stream (a ``StreamDataset``,
+        or any object with ``__iter__``).
+    sampler
+        A batch sampler that yields lists of indices (a stream takes a ``StreamSampler``); it
+        must match the dataset's kind. Default None: ``SequentialSampler(dataset)`` (batches of
+        one) for a map dataset, ``StreamSampler(batch_size=1)`` for a stream, or the sampler that
+        ``batch_size``, ``shuffle`` and ``drop_last`` build.
+    transform
+        Run on each sample where the batch is made: a ``Transform`` (its ``apply_batch`` is
+        called once per batch) or a plain function of one sample. A ``BatchTransform`` at its
+        end runs on the collated batch in your thread. Default None: the identity.
+    collator
+        Turns the list of samples into a batch: an object with ``apply(samples)`` or a plain
+        function of the list. Default None: ``Collator()``. See also ``collate_fn``.
+    num_workers
+        0 (default): batches are made in your thread when you ask for them. An int ``N``:
+        ``N`` workers (processes, or threads with ``worker_type="thread"``) start with each
+        epoch and stop when it ends; at most what this machine's open-files limit and CPUs
+        allow. ``"auto"``: workers are added and removed while the epoch runs, and the
+        prefetch depth tuned with them unless ``prefetch_factor`` is an int.
+    timeout
+        Seconds each ``next()`` may wait for its batch before raising ``LoaderTimeoutError``
+        (which names each busy worker, its batch and its stack); it also bounds each read of a
+        stream in the main process. A number ``>= 0``, at most 2147483. Default 0 (and
+        ``float("inf")``): wait forever. No effect with ``num_workers=0`` on a map dataset.
+    preload
+        Default False. True makes the next batch, and converts it for ``framework`` and
+        ``device``, in a background thread while your loop works on the current one
+        (``preload_depth`` batches ahead).
+    parallel_stream
+        For a stream only. Default False: the main process reads the stream, and workers
+        transform and collate what it read. True: each worker reads its own ``iter(dataset)``
+        (shard it with ``get_worker_info()``), and batches of different workers interleave.
+        Ignored for a map dataset; an ``ArgumentValueError`` with a ``CallableSource``.
+    prefetch_factor
+        How many messages of tasks each worker may have outstanding; the epoch holds at most
+        ``prefetch_factor * num_workers`` messages' worth in flight or ready. A message carries
+        ``batches_per_message`` batches. Default None: 2 messages. A positive int ``n``: ``n``
+        messages of one batch each unless ``batches_per_message`` is given (PyTorch's
+        ``prefetch_factor`` exactly). ``"auto"``: tuned from batch times and memory room (what
+        ``num_workers="auto"`` does when this is None); an ``ArgumentValueError`` with
+        ``num_workers=0``. An int is ignored with ``num_workers=0``.
+    batches_per_message
+        Batches that travel in one message between a worker and the main process. Default
+        None: one where ``prefetch_factor`` is an int, else sized from the batches measured so
+        far (about 2 ms of a worker's work, at most 32 batches and 4 MiB). A positive int ``k``:
+        always ``k`` (fewer at an epoch's end). Ignored with ``num_workers=0``.
+    persistent_workers
+        Default False: each epoch starts and stops its own workers. True: the workers start at
+        the first ``iter(loader)`` and serve every epoch until ``close()`` or garbage
+        collection; a newer ``iter(loader)`` ends an epoch still open on them. Needs
+        ``num_workers >= 1``.
+    multiprocessing_context
+        How process workers start: a start method this platform offers (``"fork"``,
+        ``"spawn"``, ``"forkserver"``) or a context from ``multiprocessing.get_context()``.
+        Default None: Python's default. Under ``spawn`` and ``forkserver`` the dataset,
+        transform, collator and ``worker_init_fn`` must pickle (checked before any worker
+        starts).
+    in_order
+        Default True: batches come out in sampler order. False: each batch as soon as it is
+        ready, so one slow batch does not hold back the others; the batches' contents are the
+        same either way.
+    seed
+        An int in ``[0, 2**64)``: ``random``, ``numpy.random``, torch and ``batch_rng()`` are
+        seeded for batch ``k`` of epoch ``e`` from ``(seed, e, k)``, so the batches are the same
+        for any ``num_workers``; it also seeds the ``RandomSampler`` that ``shuffle=True``
+        builds. Default None: a base seed is drawn per loader (from torch's generator where
+        torch is imported, else NumPy's global one).
+    worker_init_fn
+        A callable ``(worker_id) -> None`` run once in each worker as it starts, after seeding
+        and after its libraries' thread pools are capped at one thread. Its exception is raised
+        at the next ``next()``. Default None.
+    shm_budget
+        Bytes of shared memory all workers together may keep for batches, split evenly: a cap,
+        not a reservation (past it a worker sends batches through its pipe, with a warning). A
+        positive int, at most what this machine's memory allows. Default None: up to 512 MiB per
+        worker, less where memory is short.
+    worker_type
+        ``"process"`` (default) or ``"thread"``: threads need no pickling and no shared memory
+        and start at once; they help where transforms release the GIL.
+    preload_depth
+        Batches ``preload`` keeps ready: a positive int, default 1 (each costs a batch of
+        device memory). Used with ``preload=True``.
+    device
+        Where batches go. Default None: the CPU. ``"cpu"``, a CUDA device (``"cuda:0"``, a
+        ``torch.device``: implies ``framework="torch"``) or a MegEngine device (``"gpu0"``:
+        implies ``framework="megengine"``); it must be usable when the loader is built.
+    framework
+        What batches are made of: ``"numpy"``, ``"torch"`` (tensors, zero-copy on the CPU) or
+        ``"megengine"``. Default None: inferred from ``device``, NumPy without one. The
+        framework is imported here; a failed import is an ``ArgumentValueError``.
+    pin_memory
+        Default False. True copies CPU tensors into page-locked memory (PyTorch with CUDA
+        only; elsewhere it is ignored with a ``UserWarning``). A CUDA ``device`` pins anyway.
+    epoch_size
+        Default None: an epoch is one pass of the sampler or the stream. A positive int: every
+        epoch is exactly that many batches and the source carries on across epochs, restarted
+        when it runs out; this defines ``len(loader)`` for a stream.
+    buffer_size
+        Default 0: no buffer. ``N >= 1``: a background thread runs the pipeline up to ``N``
+        batches ahead of your loop (before ``preload``, without device conversion).
+    buffer_on_request
+        Default False. True: the buffer works ahead only inside ``with loader.allow_buffering():``
+        blocks. Needs ``buffer_size >= 1``.
+    repeats
+        Each batch is handed out this many times in a row, the same object (data echoing): a
+        positive int, default 1. ``len(loader)`` counts the repeats.
+    on_error
+        What becomes of a sample whose fetch or transform fails, or that is None: ``"raise"``
+        (default: its batch raises the error, and the iterator goes on with the next batch),
+        ``"skip"`` (left out of its batch) or ``"replace"`` (another sample, drawn
+        deterministically, takes its place). See docs/bad-samples.md.
+    max_errors
+        Failed samples allowed per epoch under ``"skip"`` and ``"replace"``: an int, or a float
+        in ``[0, 1]`` (a fraction of the samples read); one more raises
+        ``TooManyBadSamplesError``. Default None: 0.05, and no limit under ``"raise"``.
+    error_log
+        A file path: each failed sample is appended as a JSON line. Default None: the path in
+        ``DATALOADER_ERROR_LOG`` when it is set, else no log.
+    hooks
+        ``StageHook`` objects (one, or a list) told before and after each fetch, transform and
+        collate, and when one fails; they run where the stage runs (in each worker, with
+        workers). Default: none.
+    batch_size
+        PyTorch's shortcut: without a ``sampler``, the batch size of the sampler built (default
+        1). With a ``sampler``, any of the shortcuts is an ``ArgumentValueError``.
+    shuffle
+        PyTorch's shortcut: without a ``sampler``, True builds a ``RandomSampler`` seeded by
+        ``seed`` (a new order each epoch), False or None a ``SequentialSampler``; True with a
+        stream is an ``ArgumentValueError``.
+    drop_last
+        PyTorch's shortcut: without a ``sampler``, True drops the short last batch of the
+        sampler built (default False).
+    collate_fn
+        PyTorch's name for ``collator``: the same option, so give one of the two.
     """
 
     def __init__(
@@ -113,6 +257,7 @@ class DataLoader:
             error_log=error_log,
             hooks=hooks,
         )
+        hint_torch_framework(dataset, framework)
         if (batch_size, shuffle, drop_last) != (None, None, None):
             sampler = sampler_from_shortcuts(
                 dataset, sampler, batch_size, shuffle, drop_last, self.options.seed
@@ -126,14 +271,29 @@ class DataLoader:
             self.options,
         )
 
-    dataset = property(lambda self: self._pipeline.spec.dataset)
-    sampler = property(lambda self: self._pipeline.spec.sampler)
-    transform = property(lambda self: self._transform)
-    collator = property(lambda self: self._pipeline.spec.collator)
-    num_workers = property(lambda self: self.options.num_workers)
-    timeout = property(lambda self: self.options.timeout)
-    preload = property(lambda self: self.options.preload)
-    parallel_stream = property(lambda self: self.options.parallel_stream)
+    dataset = property(lambda self: self._pipeline.spec.dataset, doc="The dataset, as given.")
+    sampler = property(
+        lambda self: self._pipeline.spec.sampler,
+        doc="The sampler: the one given, the one the PyTorch shortcuts built, or the default one.",
+    )
+    transform = property(
+        lambda self: self._transform,
+        doc="The transform: the one given (a plain function wrapped in a Transform), or the identity.",
+    )
+    collator = property(
+        lambda self: self._pipeline.spec.collator,
+        doc="The collator: the one given as ``collator`` or ``collate_fn`` (a function wrapped), or ``Collator()``.",
+    )
+    num_workers = property(
+        lambda self: self.options.num_workers, doc="``num_workers`` as given: an int, or ``\"auto\"``."
+    )
+    timeout = property(
+        lambda self: self.options.timeout, doc="``timeout`` in seconds; 0 (also for ``float('inf')``) waits forever."
+    )
+    preload = property(lambda self: self.options.preload, doc="Whether batches are made ahead in a background thread.")
+    parallel_stream = property(
+        lambda self: self.options.parallel_stream, doc="Whether each worker reads its own copy of a stream."
+    )
     batch_size = property(
         lambda self: getattr(self.sampler, "batch_size", None),
         doc="The sampler's batch size (None for a sampler without one), as PyTorch's loader has it.",

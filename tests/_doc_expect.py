@@ -7,10 +7,11 @@ tests/test_docs.py copies this file beside the page's script and rewrites each s
 from __future__ import annotations
 
 import io
+import os
 from typing import Any
 
 _runs: dict[int, int] = {}
-RAN = "_doc_expect_ran.txt"  # one page line per run, for the test to count
+RAN = "_doc_expect_ran.txt"  # beside this file: one page line per run, for the test to count
 
 
 def check(line: int, expected: list[str], *args: Any, **kwargs: Any) -> None:
@@ -22,7 +23,7 @@ def check(line: int, expected: list[str], *args: Any, **kwargs: Any) -> None:
     out = io.StringIO()
     print(*args, **{**kwargs, "file": out})
     print(out.getvalue(), end="", flush=True)
-    with open(RAN, "a") as ran:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), RAN), "a") as ran:
         ran.write(f"{line}\n")
     run = _runs[line] = _runs.get(line, -1) + 1
     want = expected[0] if len(expected) == 1 else dict(enumerate(expected)).get(run)

@@ -1,8 +1,10 @@
 """The documentation cannot rot.
 
-- Every fenced block in README.md and docs/**/*.md names its language. ```python blocks run:
-  the blocks of one page run in order, as one script in a fresh interpreter (a block may use
-  names an earlier block of its page defined); each should take well under 5 s. ```text
+- Every fenced block in README.md and docs/**/*.md names its language. ```python blocks run,
+  each on its own, as a user who copies one into a file runs it: as ``__main__``, in a fresh
+  namespace and an empty directory of its own (tests/_doc_blocks.py; one interpreter per page
+  keeps this fast), so a block may not use names or files an earlier block left behind; each
+  should take well under 5 s. ```text
   blocks are output or syntax, not code. A block preceded by a ``<!-- no-test: REASON -->``
   line is only shown, not run, and the marker must say why (it needs a GPU, a framework that
   is not installed, ...). Shell blocks (```bash) need that marker, except the README's set-up
@@ -22,6 +24,8 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
+import inspect
 import os
 import re
 import shutil
@@ -105,34 +109,51 @@ def with_checks(code: str, first_line: int) -> tuple[str, list[tuple[int, int]]]
     return "\n".join(lines), checked
 
 
-def page_script(page: str) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]]]:
-    """The page's blocks as one script (a block may use names an earlier one defined),
-    (script line, page line) where each block starts, and (page line, outputs shown) of each
-    output check."""
-    parts, starts, checked, script_line = [], [], [], 1
-    for block in python_blocks():
-        if block.page != page:
-            continue
-        starts.append((script_line, block.line))
-        code, checks = with_checks(block.code, block.line)
-        parts.append(code)
-        checked += checks
-        script_line += code.count("\n")
-    return "".join(parts), starts, checked
+def page_blocks(page: str) -> list[tuple[Block, str, list[tuple[int, int]]]]:
+    """Each runnable block of the page, with its code made to check its shown output, and
+    (page line, outputs shown) of each of its output checks."""
+    return [(b, *with_checks(b.code, b.line)) for b in python_blocks() if b.page == page]
 
 
-def _page_line(starts: list[tuple[int, int]], script_line: int) -> int:
-    """The page line of a script line."""
-    first, line = max((s for s in starts if s[0] <= script_line), default=(1, 1))
-    return line + script_line - first
+def _block_file(block: Block) -> str:
+    return f"block_{block.line}.py"
+
+
+def _failures(stderr: str) -> list[str]:
+    """page line: error, for each block the runner reports as failed (the traceback's last
+    line in the block's own file gives the page line)."""
+    found = []
+    for report in stderr.split("BLOCK FAILED: ")[1:]:
+        first = int(re.match(r"block_(\d+)\.py", report)[1])
+        lines = re.findall(rf'File ".*?block_{first}\.py", line (\d+)', report)
+        error = report.rstrip().rsplit("\n", 1)[-1]
+        found.append(f"line {first + int(lines[-1]) - 1 if lines else first}: {error}")
+    return found
+
+
+_OPTIONAL_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?P<module>torch|ray|megengine|dataloader\.torch)\b", re.M)
+
+
+def _missing_for(code: str) -> set[str]:
+    """The optional frameworks the block imports that this environment lacks."""
+    needed = {m["module"] for m in _OPTIONAL_IMPORT.finditer(code)}
+    needed = {"torch" if name == "dataloader.torch" else name for name in needed}
+    return {name for name in needed if importlib.util.find_spec(name) is None}
 
 
 @pytest.mark.parametrize("page", pages_with_examples())
 def test_examples_run(page: str, tmp_path: Path) -> None:
-    code, starts, checked = page_script(page)
-    script = tmp_path / "example.py"
-    script.write_text(code, encoding="utf-8")
-    shutil.copy(Path(__file__).with_name("_doc_expect.py"), tmp_path)  # the output checks
+    blocks = page_blocks(page)
+    # A block that imports an optional framework runs where it is installed (.ci/run installs
+    # torch and ray for these pages); elsewhere it is left out, and a page of only such blocks skips.
+    runnable = [entry for entry in blocks if not _missing_for(entry[1])]
+    if not runnable:
+        missing = sorted(set().union(*(_missing_for(code) for _, code, _ in blocks)))
+        pytest.skip(f"{page}: every example imports {', '.join(missing)}, which is not installed")
+    for block, code, _ in runnable:
+        (tmp_path / _block_file(block)).write_text(code, encoding="utf-8")
+    for helper in ("_doc_expect.py", "_doc_blocks.py"):  # the output checks, the block runner
+        shutil.copy(Path(__file__).with_name(helper), tmp_path)
     env = {
         key: value
         for key, value in os.environ.items()
@@ -140,21 +161,20 @@ def test_examples_run(page: str, tmp_path: Path) -> None:
     }
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     result = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, "_doc_blocks.py", *(_block_file(block) for block, _, _ in runnable)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
-        timeout=EXAMPLE_TIMEOUT * len(starts),
+        timeout=EXAMPLE_TIMEOUT * len(runnable),
     )
-    failing = re.findall(r'File ".*?example\.py", line (\d+)', result.stderr)
-    where = f"{page}:{_page_line(starts, int(failing[-1]))}" if failing else page
     assert result.returncode == 0, (
-        f"an example failed at {where} (exit code {result.returncode}):\n"
-        f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        f"{page}: examples that fail when run on their own (exit code {result.returncode}): "
+        f"{_failures(result.stderr)}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     )
     ran_file = tmp_path / _doc_expect.RAN
     ran = Counter(int(n) for n in ran_file.read_text().split()) if ran_file.exists() else Counter()
+    checked = [check for _, _, checks in runnable for check in checks]
     short = [f"line {line}: {ran[line]} of {times}" for line, times in checked if ran[line] < times]
     assert not short, f"{page}: output checks that ran fewer times than the outputs shown: {short}"
 
@@ -165,7 +185,7 @@ def test_there_are_examples() -> None:
 
 
 def test_output_is_checked_somewhere() -> None:
-    checks = [line for page in pages_with_examples() for line in page_script(page)[2]]
+    checks = [c for page in pages_with_examples() for _, _, cs in page_blocks(page) for c in cs]
     assert len(checks) >= 30
 
 
@@ -245,6 +265,103 @@ def test_public_names_are_documented(module) -> None:
     api = "\n".join(p.read_text(encoding="utf-8") for p in sorted((DOCS / "api").glob("*.md")))
     missing = [name for name in module.__all__ if not re.search(rf"\b{re.escape(name)}\b", api)]
     assert not missing, f"{module.__name__} names missing from docs/api/: {missing}"
+
+
+# -- DataLoader's docstring: help(DataLoader) explains every parameter ----------------------
+
+
+def documented_parameters(docstring: str) -> list[str]:
+    """The names a NumPy-style ``Parameters`` section of ``docstring`` gives entries to
+    (``name``, ``name : type`` or ``a, b : type`` lines at the section's own indent)."""
+    lines = inspect.cleandoc(docstring).splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines[:-1]) if line == "Parameters" and set(lines[i + 1]) == {"-"})
+    except StopIteration:
+        return []
+    names: list[str] = []
+    for i, line in enumerate(lines[start + 2 :], start + 2):
+        if i + 1 < len(lines) and lines[i + 1] and set(lines[i + 1]) == {"-"}:
+            break  # the next section's heading
+        if line and not line[0].isspace():
+            names += [name.strip() for name in line.split(" : ", 1)[0].split(",")]
+    return names
+
+
+def test_every_loader_parameter_has_a_docstring_entry() -> None:
+    parameters = [p for p in inspect.signature(dataloader.DataLoader.__init__).parameters if p != "self"]
+    entries = documented_parameters(dataloader.DataLoader.__doc__ or "")
+    missing = [p for p in parameters if p not in entries]
+    assert not missing, f"DataLoader's docstring has no Parameters entry for {missing}"
+    stale = [e for e in entries if e not in parameters]
+    assert not stale, f"DataLoader's docstring documents parameters it does not take: {stale}"
+    assert entries == parameters, "DataLoader's Parameters entries are not in the signature's order"
+
+
+def test_every_loader_property_has_a_docstring() -> None:
+    properties = {
+        name: value
+        for cls in dataloader.DataLoader.__mro__
+        for name, value in vars(cls).items()
+        if isinstance(value, property) and not name.startswith("_")
+    }
+    assert len(properties) >= 10
+    bare = sorted(name for name, value in properties.items() if not (value.__doc__ or "").strip())
+    assert not bare, f"DataLoader properties without a docstring: {bare}"
+
+
+def test_parameter_entries_are_found() -> None:
+    """The parser above finds entries, names that share one, and stops at the next section."""
+    doc = """Summary.
+
+    Parameters
+    ----------
+    first
+        What it does.
+    second, third : int
+        Two at once.
+
+    Returns
+    -------
+    nothing
+        Not a parameter.
+    """
+    assert documented_parameters(doc) == ["first", "second", "third"]
+    assert documented_parameters("Summary without sections.") == []
+
+
+# -- each package's docstring is a map of its files ----------------------------------------
+
+# Being reorganized by others; their maps are theirs to keep.
+_UNMAPPED_PACKAGES = {"bench", "_cli"}
+
+
+def mapped_packages() -> list[Path]:
+    """Every package under dataloader/ whose ``__init__`` docstring maps its files."""
+    package = ROOT / "dataloader"
+    return sorted(
+        init.parent
+        for init in package.rglob("__init__.py")
+        if init.parent != package and not _UNMAPPED_PACKAGES & set(init.relative_to(package).parts)
+    )
+
+
+@pytest.mark.parametrize(
+    "package", mapped_packages(), ids=lambda p: str(p.relative_to(ROOT / "dataloader"))
+)
+def test_package_docstring_maps_its_files(package: Path) -> None:
+    """Every module (``name.py``) and subpackage (``name/``) of a package is named in its
+    ``__init__`` docstring, and every ``name.py`` the docstring names exists."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    files = [f"{p.name}" for p in package.glob("*.py") if p.name != "__init__.py"]
+    files += [f"{p.name}/" for p in package.iterdir() if (p / "__init__.py").exists()]
+    unnamed = sorted(f for f in files if not re.search(rf"(?<![\w/]){re.escape(f)}", doc))
+    assert not unnamed, f"{package.name}/__init__.py's docstring does not name {unnamed}"
+    named = set(re.findall(r"(?<![\w/])([\w/]+\.py)\b", doc))
+    missing = sorted(n for n in named if not (package / n).exists() and not (ROOT / "dataloader" / n).exists())
+    assert not missing, f"{package.name}/__init__.py's docstring names files that do not exist: {missing}"
+    heads = re.findall(r"^- ``([^`]+)``", doc, re.M)
+    bare = [h for h in heads if not h.endswith((".py", "/"))]
+    assert not bare, f"{package.name}/__init__.py's map names modules without `.py`, unchecked: {bare}"
 
 
 # -- every message in the troubleshooting page ---------------------------------------------

@@ -1,17 +1,28 @@
 """Stage objects of the pipeline. They know nothing of serial or parallel modes.
 
-- ``stage``: :class:`Stage`, the contract of every iterator in the chain (iterate, close once,
-  close upstream).
-- ``task``: :class:`BatchTask`, the unit of work (one batch's indices or raw samples).
-- ``source``: where an epoch's tasks come from; the only module that knows dataset kinds
-  (map, stream, a stream per worker, callable sources; fixed-size epochs over any of them).
-- ``shard``: a worker's own copy of a stream (``parallel_stream=True``), read a batch at a time.
-- ``batch``: :class:`BatchMaker`, fetch -> transform -> collate for one task
+- ``stage.py``: :class:`Stage`, the contract of every iterator in the chain (iterate, close
+  once, close upstream).
+- ``task.py``: :class:`BatchTask`, the unit of work (one batch's indices or raw samples).
+- ``kinds.py``: what kind a dataset is and which sampler goes with it (or the sampler that
+  PyTorch's ``batch_size``/``shuffle``/``drop_last`` build).
+- ``source.py``: where an epoch's tasks come from; with ``kinds.py``, the only module that
+  knows dataset kinds (map, stream, a stream per worker, callable sources; fixed-size epochs
+  over any of them).
+- ``streams.py``: reading a stream in the main process or a worker: batches cut from it, a
+  fresh pass each time it ends (fixed-size epochs), a thread that bounds the wait for it, and
+  the stream's own position at every batch boundary.
+- ``shard.py``: a worker's own copy of a stream (``parallel_stream=True``), read a batch at a time.
+- ``batch.py``: :class:`BatchMaker`, fetch -> transform -> collate for one task
   (runs in the main process when serial, in a worker when parallel).
-- ``seeding``: per-batch random state derived from (seed, epoch, batch index).
-- ``consumer``: stages on the consumer's side (batch maps, data echoing, reassembling chunks).
-- ``buffering``: running upstream ahead in a background thread (the buffer stage, preload's
+- ``middle.py``: the three stages it runs (fetch, transform, collate), with their hooks, and
+  the search for the samples that failed.
+- ``bad_samples.py``: the bad-sample policy (``on_error``): which samples are left out or
+  replaced, and by what.
+- ``seeding.py``: per-batch random state derived from (seed, epoch, batch index).
+- ``position.py``: where an epoch stands, the batches handed out (for ``state_dict()``).
+- ``consumer.py``: stages on the consumer's side (batch maps, data echoing, reassembling chunks).
+- ``buffering.py``: running upstream ahead in a background thread (the buffer stage, preload's
   thread, the stream timeout, the public ``ThreadBuffer``).
-- ``occupancy``: which thread is inside an executor's ``next()``, so that ``close()`` from
+- ``occupancy.py``: which thread is inside an executor's ``next()``, so that ``close()`` from
   another thread wakes it and tears down only once it has left.
 """

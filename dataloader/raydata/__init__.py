@@ -3,8 +3,8 @@
 Importing this package does not import ray; building a :class:`RayStream` does
 (``pip install "dataloader[ray]"``).
 
-- ``_ray``: the lazy import of ray, the kinds of source accepted, Ray's failures as ours.
-- ``_stream``: ``RayStream``, a stream over a Ray ``Dataset`` or ``DataIterator``, and its stats.
+- ``_ray.py``: the lazy import of ray, the kinds of source accepted, Ray's failures as ours.
+- ``_stream.py``: ``RayStream``, a stream over a Ray ``Dataset`` or ``DataIterator``, and its stats.
 """
 
 from ._stream import RayStream, RayStreamStats

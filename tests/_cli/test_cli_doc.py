@@ -1,22 +1,22 @@
 """docs/cli.md and the parsers agree, and every option has help text.
 
-Each command's section of docs/cli.md (``## `demo```, ..., ``### `bench columnar```) has an
-option table; its options are exactly the parser's. The options in the section's usage lines
-and example command lines (``$ python -m dataloader ...``) exist too. The bench tools build
-their parser inside ``parse_args``/``main``: :func:`parser_of` catches it as it starts parsing.
+Each command's section of docs/cli.md (``## `demo```, ..., ``## `tune```) has an option
+table; its options are exactly the parser's. The options in the section's usage lines and
+example command lines (``$ python -m dataloader ...``) exist too. Tools that build their parser
+inside ``parse_args``/``main`` (the benchmarks of ``benchmarks/``): :func:`parser_of` catches it
+as it starts parsing.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from dataloader._cli import convert, demo, doctor, tune
+from dataloader._cli import bench, convert, demo, doctor, tune
 
 CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
@@ -47,22 +47,13 @@ def command_parser(module: object) -> argparse.ArgumentParser:
     return next(iter(commands.choices.values()))
 
 
-def bench_tool(name: str) -> Callable[[], object]:
-    """Parse no options with the bench tool ``dataloader.bench.<name>``."""
-    module = importlib.import_module(f"dataloader.bench.{name}")
-    return lambda: (module.parse_args if hasattr(module, "parse_args") else module.main)([])
-
-
 # heading on docs/cli.md -> how to get its parser
 DOCUMENTED = {
     "demo": lambda mp: command_parser(demo),
     "doctor": lambda mp: command_parser(doctor),
     "convert": lambda mp: command_parser(convert),
     "tune": lambda mp: command_parser(tune),
-    "bench": lambda mp: parser_of(bench_tool("cli"), mp),
-    "bench columnar": lambda mp: parser_of(bench_tool("columnar"), mp),
-    "bench ray": lambda mp: parser_of(bench_tool("raydata"), mp),
-    "bench autotune": lambda mp: parser_of(bench_tool("autotune"), mp),
+    "bench": lambda mp: command_parser(bench),
 }
 
 
@@ -90,8 +81,8 @@ def table_options(text: str) -> set[str]:
 def command_line_options(text: str, command: str) -> set[str]:
     """The options on usage and example lines of ``python -m dataloader <command>``."""
     found: set[str] = set()
-    # The command (not a longer one, nor bench's companions), then the line and its continuations.
-    usage = rf"^\$? ?python -m dataloader {command}(?![\w-])(?! (?:columnar|ray|autotune)\b)"
+    # The command (not a longer one), then the line and its continuations.
+    usage = rf"^\$? ?python -m dataloader {command}(?![\w-])"
     for line in re.findall(usage + r"(.*(?:\n {10,}.*)*)", text, re.M):
         found |= set(re.findall(r"(?<![\w-])(-{1,2}[a-z][\w-]*)", line.split("#")[0]))
     return found
@@ -109,17 +100,9 @@ def test_documented_options_are_the_parsers(name: str, monkeypatch: pytest.Monke
     assert not shown - real, f"`{name}`: usage or example lines name unknown options {shown - real}"
 
 
-TOOLS = ["cli", "columnar", "raydata", "autotune", "floor", "gpu", "vision"]
-
-
-@pytest.mark.parametrize("name", ["demo", "doctor", "convert", "tune", *(f"bench.{t}" for t in TOOLS)])
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
 def test_every_option_has_help(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if name == "bench.vision":
-        pytest.importorskip("cv2", reason="the vision bench needs OpenCV")
-    if name.startswith("bench."):
-        parser = parser_of(bench_tool(name.split(".", 1)[1]), monkeypatch)
-    else:
-        parser = command_parser({"demo": demo, "doctor": doctor, "convert": convert, "tune": tune}[name])
+    parser = DOCUMENTED[name](monkeypatch)
     silent = (None, "", argparse.SUPPRESS)
     bare = [a.option_strings or a.dest for a in parser._actions if a.help in silent]
     assert not bare, f"{name}: options without help text: {bare}"
@@ -133,3 +116,28 @@ def test_every_command_has_help(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {c.dest: bool(c.help) for c in commands._choices_actions} == dict.fromkeys(
         ["demo", "bench", "doctor", "convert", "tune"], True
     )
+
+
+def _doctor_rows(output: str) -> list[str]:
+    """The row names of doctor's report: each line's text before its first run of 2+ spaces,
+    up to the blank line before the recommendation."""
+    report = output.split("\n\n", 1)[0]
+    return [re.split(r" {2,}", line, maxsplit=1)[0] for line in report.splitlines() if line.strip()]
+
+
+def test_doctor_section_lists_the_rows_doctor_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    class Args:
+        scan = None
+        batch_bytes = 2**20  # a small segment to probe: this test is about the rows' names
+
+    doctor.run(Args())  # type: ignore[arg-type]
+    printed = _doctor_rows(capsys.readouterr().out)
+    assert "worker threads" in printed and len(printed) >= 10
+    text = section("doctor")
+    table = re.search(r"^\| row \|.*?(?=^[^|]|\Z)", text, re.S | re.M)
+    assert table, "the `doctor` section has no `| row | what it checks |` table"
+    listed = re.findall(r"^\| ([^|]*?) \|", table.group(), re.M)[2:]  # past the header and rule
+    assert listed == printed, "docs/cli.md's table of doctor's rows is not what doctor prints"
+    sample = re.search(r"^\$ python -m dataloader doctor\n(.*?)^```", text, re.S | re.M)
+    assert sample, "the `doctor` section has no sample output of `$ python -m dataloader doctor`"
+    assert _doctor_rows(sample.group(1)) == printed, "docs/cli.md's sample output of doctor is stale"

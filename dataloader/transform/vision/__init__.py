@@ -15,6 +15,16 @@ does not.
 
 ``Transform`` and ``PseudoTransform`` are here too, as in ``megengine.data.transform``, so
 ``import dataloader.transform.vision as T`` stands in for ``import megengine.data.transform as T``.
+
+- ``_base.py``: :class:`VisionTransform`, one sample's fields named by ``order`` and moved together.
+- ``_compose.py``: ``Compose``, a sample layout shared by its children.
+- ``_geometry.py``: pad, crop and flip as plans that map every field; ``_resize.py`` the
+  transforms that resize.
+- ``_pixel.py``: layout change, normalisation, noise, PCA lighting; ``_color.py`` brightness,
+  contrast, saturation, hue and ``ColorJitter``.
+- ``_decode.py``: ``DecodeImage``, encoded image bytes in a sample decoded as ``ImageFolder`` does.
+- ``_functional.py``: the image operations on HWC arrays the transforms share.
+- ``_args.py``: the argument checks they share.
 """
 
 from .._base import PseudoTransform, Transform
