@@ -5,6 +5,9 @@ from __future__ import annotations
 import gc
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
+import os
+import resource
+import signal
 
 import pytest
 
@@ -24,6 +27,49 @@ def multiprocessing_helpers():
     """
     multiprocessing.resource_tracker.ensure_running()
     multiprocessing.forkserver.ensure_running()
+
+
+@pytest.fixture(autouse=True)
+def process_state_restored():
+    """Fail the test that leaves this process changed for the tests after it (an order
+    dependence): Ctrl-C's handler, the ignored and blocked signals and the resource limits (all
+    inherited by every child a later test starts), the working directory, the environment
+    variables the loader reads, the garbage collector's switch."""
+
+    def state():
+        environ = {k: v for k, v in os.environ.items() if _read_by_the_loader(k)}
+        limits = [resource.getrlimit(limit) for limit in (resource.RLIMIT_NOFILE, resource.RLIMIT_AS)]
+        return (signal.getsignal(signal.SIGINT), _ignored_signals(), signal.pthread_sigmask(signal.SIG_BLOCK, ()),
+                os.getcwd(), environ, gc.isenabled(), limits)
+
+    before = state()
+    yield
+    after = state()
+    names = ("SIGINT handler", "ignored signals", "signal mask", "working directory", "environment", "gc enabled",
+             "resource limits")
+    changed = [name for name, old, new in zip(names, before, after) if old != new]
+    if "environment" in changed:
+        old_env, new_env = before[4], after[4]
+        changed.append(str({k: (old_env.get(k), new_env.get(k)) for k in set(old_env) | set(new_env)
+                            if old_env.get(k) != new_env.get(k)}))
+    assert not changed, f"the test left this process changed: {changed}"
+
+
+def _read_by_the_loader(name: str) -> bool:
+    """Environment variables the loader reads (other libraries set their own when first
+    imported, which is no test's doing)."""
+    return name.startswith(("DATALOADER_", "MGE_DATA_")) or name.endswith("_NUM_THREADS") or name in (
+        "WORLD_SIZE", "RANK", "LOCAL_RANK", "TMPDIR", "XDG_CACHE_HOME")
+
+
+def _ignored_signals() -> str:
+    """The signals this process ignores, as the kernel has it (native code may change it
+    behind Python's back); a child started later inherits them."""
+    try:
+        with open("/proc/self/status") as status:
+            return next((line.split()[1] for line in status if line.startswith("SigIgn:")), "")
+    except OSError:
+        return ""
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@
 - :func:`assert_parallel_equals_serial`: num_workers 0, 1 and 2 give the same batches.
 - :class:`LeakCheck` (the ``no_leaks`` fixture in conftest.py): no process,
   thread, file descriptor, memfd or /dev/shm entry outlives a test.
+- :func:`notice_within`: how long "at once" may take on this machine now (its load).
+- :func:`shm_left_behind`: the /dev/shm entries a test's processes left, not other programs'.
 """
 
 from __future__ import annotations
@@ -102,6 +104,52 @@ def _fds() -> dict[str, str]:
         except OSError:
             pass
     return table
+
+
+def notice_within(quiet: float = 1.5) -> float:
+    """Seconds within which an event-driven reaction (a death noticed, Ctrl-C obeyed) must land.
+
+    ``quiet`` is the bound on an idle machine. The library reacts at once, but on a busy machine
+    every process waits its turn for a core: the bound grows with the run queue per usable CPU
+    (the 1-minute load average), capped at 40x, so that a test asserts the reaction and not the
+    machine's speed, while a hang (no reaction at all) still fails.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    crowding = os.getloadavg()[0] / cpus
+    return quiet * min(max(1.0, crowding), 40.0)
+
+
+def shm_left_behind(before: set[str]) -> set[str]:
+    """The /dev/shm entries new since ``before`` that no live process holds: what a test's processes left.
+
+    /dev/shm is machine-wide: other programs' semaphores (``sem.mp-*``) and segments come and go
+    while a test runs. An entry another program still uses is mapped or open in that program;
+    one that our (exited or killed) processes leaked is held by nobody.
+    """
+    try:
+        new = set(os.listdir("/dev/shm")) - before
+    except OSError:
+        return set()
+    if not new:
+        return new
+    held = _shm_held_by_live_processes()
+    return {name for name in new if name not in held and os.path.exists(f"/dev/shm/{name}")}
+
+
+def _shm_held_by_live_processes() -> set[str]:
+    held = set()
+    for pid in psutil.pids():
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                held.update(line.split("/dev/shm/", 1)[1].split(" (deleted)")[0].strip()
+                            for line in maps if "/dev/shm/" in line)
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    held.add(target[len("/dev/shm/"):])
+        except OSError:  # gone, or another user's process: not ours either way
+            pass
+    return held
 
 
 def our_shm_entries() -> set[str]:

@@ -30,11 +30,10 @@ from pathlib import Path
 import pytest
 
 from tests._workers._scripts import REPO_ROOT, descendants_of, wait_gone
-from tests.harness import our_shm_entries
+from tests.harness import notice_within, our_shm_entries
 
 EPOCHS = 3
 EVERY = 4  # batches between checkpoints
-GONE_WITHIN = 2.0
 RESUME_WORKERS = {"fork": 3, "spawn": 0, "forkserver": 1}  # each count once
 
 SCRIPT = textwrap.dedent('''
@@ -163,9 +162,9 @@ def test_a_killed_run_resumes_from_its_checkpoint_exactly_and_leaves_nothing(no_
             proc.communicate(timeout=10)
     killed_at = time.monotonic()
     assert len(pids) >= 2, f"expected the two workers among the script's descendants: {pids}"
-    left = wait_gone(pids, GONE_WITHIN)
-    assert not left, f"still running {GONE_WITHIN} s after the run was killed: {left}"
-    while our_shm_entries() - shm_before and time.monotonic() - killed_at < GONE_WITHIN:
+    left = wait_gone(pids, notice_within(2.0))
+    assert not left, f"still running {notice_within(2.0)} s after the run was killed: {left}"
+    while our_shm_entries() - shm_before and time.monotonic() - killed_at < notice_within(2.0):
         time.sleep(0.02)
     assert our_shm_entries() - shm_before == set(), "the killed run left /dev/shm entries behind"
 

@@ -110,10 +110,12 @@ def _demo(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     stats = loader.stats()
     loader.close()
+    epochs = f"{args.epochs} epoch{'' if args.epochs == 1 else 's'}"
+    workers = f"{args.workers} worker{'' if args.workers == 1 else 's'}"
     print(
-        f"{args.epochs} epochs, {samples} images decoded and augmented to {images.shape[1:]} "
-        f"{images.dtype} in {elapsed:.2f} s: {samples / elapsed:,.0f} images/s with "
-        f"{args.workers} workers; peak RSS of the process tree {peak / 2**20:,.0f} MiB"
+        f"{epochs}, {samples} images decoded and augmented to {images.shape[1:]} {images.dtype} in "
+        f"{elapsed:.2f} s: {samples / elapsed:,.0f} images/s with {workers}; peak RSS of the process "
+        f"tree {peak / 2**20:,.0f} MiB"
     )
     print(f"\nstages of the last epoch:\n{stats.table()}")
     return 0

@@ -36,6 +36,7 @@ from .descriptors import START_PEAK, descriptors_for, ensure_free
 from .fork_safety import watch
 from .handle import STOP_GRACE, Handle
 from .loop import PickledBoot, WorkerBoot, run_worker
+from .main_guard import refuse_workers_while_starting, unguarded_main_message
 from .messages import SegmentCreated, SegmentRetired, Shutdown
 from .native_threads import import_before_fork
 from .wire import Wire
@@ -68,6 +69,7 @@ class WorkerPool:
 
     def __init__(self, boots: list[WorkerBoot], context: Any) -> None:
         method = context.get_start_method()
+        refuse_workers_while_starting(method)
         if method != "fork":
             _check_picklable(boots[0], method)
         self.receiver = Receiver()
@@ -237,8 +239,11 @@ class WorkerPool:
         if process.exitcode is None:
             return
         self.broken = True
-        error = WorkerDiedError(death_message(worker.id, process.pid, process.exitcode))
+        unguarded = unguarded_main_message(worker.label, self._context.get_start_method(), process.exitcode)
+        error = WorkerDiedError(unguarded or death_message(worker.id, process.pid, process.exitcode))
         error.worker_id, error.pid = worker.id, process.pid
+        if unguarded:
+            error.indices = []  # it died before any sample: naming its batches would mislead
         raise error
 
     def stack(self, worker: WorkerHandle, wait: float = 1.0) -> str:
@@ -380,6 +385,12 @@ _SIGNAL_CAUSES = {
 }
 
 
+# Objects frozen that are not the program's doing since: at import, the interpreter's own (Python
+# 3.12 starts with a few hundred tuples frozen) or a program's early freeze; none once the first
+# pool has unfrozen them. A freeze count above it is a program's freeze, left alone.
+_frozen_before = gc.get_freeze_count()
+
+
 @contextmanager
 def _heap_frozen() -> Iterator[None]:
     """Fork workers with the parent's objects frozen out of the garbage collector's reach.
@@ -389,10 +400,13 @@ def _heap_frozen() -> Iterator[None]:
     (hundreds of thousands once torch is imported) and so writes to nearly every
     page: each worker ends up with a private copy of the heap (about 40 MiB here)
     and a pause of about 0.1 s. Frozen objects are never visited in the children;
-    the parent gets its objects back at once (``unfreeze``). A program that froze
-    objects itself is left alone: unfreezing would undo its freeze too.
+    the parent gets its objects back at once (``unfreeze``, which also returns
+    those frozen before ``import dataloader`` to the collector). A program that
+    froze objects itself after importing dataloader is left alone: unfreezing
+    would undo its freeze too.
     """
-    if gc.get_freeze_count():
+    global _frozen_before
+    if gc.get_freeze_count() > _frozen_before:
         yield
         return
     gc.freeze()
@@ -400,6 +414,7 @@ def _heap_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+        _frozen_before = 0
 
 
 def _receive_descriptor(worker: WorkerHandle) -> int:

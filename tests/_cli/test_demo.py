@@ -21,6 +21,7 @@ def test_demo_generates_jpegs_and_prints_the_stage_table(tmp_path):
     assert len(jpegs) == 48 and jpegs[0].read_bytes()[:2] == b"\xff\xd8"  # real JPEG files
     assert "48 images in 8 classes" in result.stdout
     assert "images/s with 2 workers" in result.stdout
+    assert "\n1 epoch, 48 images decoded" in result.stdout  # --tiny runs one epoch, in the singular
     for stage in ("fetch", "transform", "collate", "transport", "wait", "preload", "verdict:"):
         assert stage in result.stdout
     assert "epoch 0" in result.stderr  # the tqdm bar
@@ -36,7 +37,7 @@ def test_demo_runs_on_a_user_directory(tmp_path):
             cv2.imwrite(str(tmp_path / name / f"{i}.png"), np.full((40, 40, 3), 30 * i, np.uint8))
     result = run_demo("--data", str(tmp_path), "--workers", "1")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "16 images in 2 classes" in result.stdout and "with 1 workers" in result.stdout
+    assert "16 images in 2 classes" in result.stdout and "with 1 worker;" in result.stdout
 
 
 @pytest.mark.parametrize("args,message", [

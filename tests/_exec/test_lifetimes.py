@@ -21,11 +21,10 @@ import pytest
 
 from dataloader import DataLoader, DataLoaderError, SequentialSampler, StreamSampler
 from tests._workers._fixtures import Numbers
-from tests.harness import assert_processes_stop
+from tests.harness import assert_processes_stop, notice_within
 
 from ._fixtures import GatedDataset, RangeStream, ShardedStream
 
-NOTICE_WITHIN = 1.5  # the 1 s promised, plus a margin for a 2-core CI machine
 SUPERSEDED = "superseded by a newer iter"
 CLOSED_ELSEWHERE = "closed from another thread"
 LOADER_CLOSED = "loader.close()"
@@ -46,7 +45,7 @@ def _worker_pids(no_leaks) -> set[int]:
 
 
 def _assert_gone(pids: set[int]) -> None:
-    assert_processes_stop(pids, within=NOTICE_WITHIN)
+    assert_processes_stop(pids, within=notice_within())
 
 
 # -- 1. the epoch keeps alive what it runs on --------------------------------------------
@@ -55,7 +54,7 @@ def _assert_gone(pids: set[int]) -> None:
 def test_a_temporary_persistent_loader_serves_its_whole_epoch(no_leaks, start_method):
     got = _firsts(b for b in _numbers(persistent_workers=True, num_workers=2, multiprocessing_context=start_method))
     assert got == list(range(0, 40, 4))
-    no_leaks.check(grace=NOTICE_WITHIN)  # the loader is gone and its epoch ended: so are its workers
+    no_leaks.check(grace=notice_within())  # the loader is gone and its epoch ended: so are its workers
 
 
 @pytest.mark.parametrize(
@@ -69,7 +68,7 @@ def test_a_temporary_persistent_loader_serves_its_whole_epoch(no_leaks, start_me
 )
 def test_a_temporary_persistent_loader_serves_its_whole_epoch_in_every_mode(no_leaks, kwargs):
     assert _firsts(b for b in _numbers(multiprocessing_context="fork", **kwargs)) == list(range(0, 40, 4))
-    no_leaks.check(grace=NOTICE_WITHIN)
+    no_leaks.check(grace=notice_within())
 
 
 @pytest.mark.parametrize("parallel_stream", [False, True], ids=["main-reads", "workers-read"])
@@ -81,7 +80,7 @@ def test_a_temporary_fixed_size_loader_serves_its_whole_epoch(no_leaks, parallel
     it = iter(loader)
     del loader  # the feed, and with parallel_stream the workers, live on with the epoch
     assert sum(1 for _ in it) == 7
-    no_leaks.check(grace=NOTICE_WITHIN)
+    no_leaks.check(grace=notice_within())
 
 
 def test_a_loader_dropped_mid_epoch_stops_its_workers_when_the_epoch_ends(no_leaks):
@@ -246,7 +245,7 @@ def _close_while_waiting(close, consumer: _Consumer, gate: str | None = None) ->
     assert consumer.ended_at is None, f"the consumer ended before the close: {consumer.error!r}"
     closed_at = time.monotonic()
     close()
-    consumer.join(NOTICE_WITHIN + 1.0)
+    consumer.join(notice_within() + 1.0)
     if gate is not None:
         open(gate, "w").close()  # let a worker stuck in the dataset return
     assert not consumer.is_alive(), "the consumer still waits after close() from another thread"
@@ -262,7 +261,7 @@ def test_close_from_another_thread_wakes_a_waiting_next(no_leaks, mode, tmp_path
     it = iter(loader)
     consumer = _Consumer(it)
     took = _close_while_waiting(it.close, consumer, gate)
-    assert took < NOTICE_WITHIN, f"the consumer woke {took:.2f} s after close()"
+    assert took < notice_within(), f"the consumer woke {took:.2f} s after close()"
     assert isinstance(consumer.error, DataLoaderError), f"got {consumer.error!r}"
     assert CLOSED_ELSEWHERE in str(consumer.error)
     with pytest.raises(StopIteration):
@@ -270,7 +269,7 @@ def test_close_from_another_thread_wakes_a_waiting_next(no_leaks, mode, tmp_path
     loader.close()
     del it, consumer
     gc.collect()
-    no_leaks.check(grace=NOTICE_WITHIN + 1.0)
+    no_leaks.check(grace=notice_within() + 1.0)
 
 
 def test_close_from_another_thread_wakes_a_waiting_next_under_every_start_method(no_leaks, start_method, tmp_path):
@@ -281,10 +280,10 @@ def test_close_from_another_thread_wakes_a_waiting_next_under_every_start_method
     it = iter(loader)
     consumer = _Consumer(it)
     took = _close_while_waiting(it.close, consumer, gate)
-    assert took < NOTICE_WITHIN and CLOSED_ELSEWHERE in str(consumer.error), (took, consumer.error)
+    assert took < notice_within() and CLOSED_ELSEWHERE in str(consumer.error), (took, consumer.error)
     del it, consumer
     gc.collect()
-    no_leaks.check(grace=NOTICE_WITHIN + 1.0)
+    no_leaks.check(grace=notice_within() + 1.0)
 
 
 def test_close_from_another_thread_ends_a_serial_next_once_its_batch_is_made(no_leaks):
@@ -294,10 +293,10 @@ def test_close_from_another_thread_ends_a_serial_next_once_its_batch_is_made(no_
     it = iter(DataLoader(dataset, SequentialSampler(dataset, batch_size=4)))
     consumer = _Consumer(it)
     took = _close_while_waiting(it.close, consumer)
-    assert took < NOTICE_WITHIN, f"the consumer woke {took:.2f} s after close()"
+    assert took < notice_within(), f"the consumer woke {took:.2f} s after close()"
     assert CLOSED_ELSEWHERE in str(consumer.error), repr(consumer.error)
     del it, consumer
-    no_leaks.check(grace=NOTICE_WITHIN)
+    no_leaks.check(grace=notice_within())
 
 
 @pytest.mark.parametrize("how", ["iter", "loader.close"])
@@ -312,7 +311,7 @@ def test_a_waiting_next_on_persistent_workers_wakes_when_another_thread_ends_its
         took = _close_while_waiting(
             (lambda: newer.append(iter(loader))) if how == "iter" else loader.close, consumer, gate
         )
-        assert took < NOTICE_WITHIN, f"the consumer woke {took:.2f} s after {how}"
+        assert took < notice_within(), f"the consumer woke {took:.2f} s after {how}"
         assert isinstance(consumer.error, DataLoaderError), repr(consumer.error)
         assert (SUPERSEDED if how == "iter" else LOADER_CLOSED) in str(consumer.error)
         if newer:
@@ -321,7 +320,7 @@ def test_a_waiting_next_on_persistent_workers_wakes_when_another_thread_ends_its
         loader.close()
     del consumer, newer
     gc.collect()
-    no_leaks.check(grace=NOTICE_WITHIN + 1.0)
+    no_leaks.check(grace=notice_within() + 1.0)
 
 
 def test_next_from_two_threads_at_once_hands_each_batch_out_once(no_leaks):
@@ -356,8 +355,8 @@ def test_a_thread_buffer_closed_from_another_thread_ends_a_waiting_next(no_leaks
     it = iter(ThreadBuffer((dataset[i] for i in range(8)), buffer_size=2))
     consumer = _Consumer(it)
     took = _close_while_waiting(it.close, consumer, gate)
-    assert took < NOTICE_WITHIN and consumer.error is None, (took, consumer.error)  # StopIteration
+    assert took < notice_within() and consumer.error is None, (took, consumer.error)  # StopIteration
     with pytest.raises(StopIteration):
         next(it)
     del it, consumer
-    no_leaks.check(grace=NOTICE_WITHIN)
+    no_leaks.check(grace=notice_within())

@@ -10,6 +10,7 @@ import collections
 import functools
 import gc
 import mmap
+import multiprocessing
 import os
 import time
 import weakref
@@ -198,6 +199,21 @@ def test_shared_memory_a_burst_of_held_batches_made_is_given_back(no_leaks):
         del batch
 
 
+class _AnnouncingCollator(Collator):
+    """Collates, then marks the batch (by its first sample) made, for a consumer that waits on it."""
+
+    def __init__(self, made, changed) -> None:
+        super().__init__()
+        self.made, self.changed = made, changed
+
+    def apply(self, inputs):
+        batch = super().apply(inputs)
+        with self.changed:
+            self.made[int(batch["meta"][0][0]) // 32] = 1
+            self.changed.notify_all()
+        return batch
+
+
 def test_a_slow_consumers_releases_ride_on_the_next_task(no_leaks, monkeypatch):
     """When each batch is made before the training step asks for it, the segment of the batch
     just dropped travels inside the next task: one message a batch to the workers, not two."""
@@ -209,13 +225,20 @@ def test_a_slow_consumers_releases_ride_on_the_next_task(no_leaks, monkeypatch):
         return send(pool, worker, message)
 
     monkeypatch.setattr(WorkerPool, "send", counting_send)
+    context = multiprocessing.get_context("fork")
+    made, changed = mmap.mmap(-1, 24), context.Condition()  # shared with the forked workers
     dataset = NestedDataset(32 * 24, LARGE)
     loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=32), num_workers=2,
-                        multiprocessing_context="fork")
+                        collator=_AnnouncingCollator(made, changed), multiprocessing_context="fork")
     starts = []
     for batch in loader:
         starts.append(int(batch["meta"][0][0]))
-        time.sleep(0.02)  # the training step: the workers finish the next batches meanwhile
+        # The training step outlasts the making of the next batch, however busy the machine:
+        # it waits until a worker has collated it, then a little longer for its message.
+        following = len(starts)
+        with changed:
+            assert changed.wait_for(lambda: following >= 24 or made[following], timeout=60)
+        time.sleep(0.05)
     assert starts == [32 * k for k in range(24)]
     # 24 tasks: the first 4 have nothing to carry; the last batches' segments have no task
     # left to ride on. Before, every batch's release went alone (23 messages).

@@ -20,8 +20,8 @@ import dataloader
 from tests._workers._fixtures import Numbers, loader_over
 from tests._workers._fork_scripts import EXPECTED, SAMPLES, report, start
 from tests._workers._scripts import Lines, wait_gone
+from tests.harness import notice_within
 
-GONE_WITHIN = 2.0
 
 
 @pytest.mark.parametrize("scenario", ["child-exits", "child-closes"])
@@ -106,7 +106,7 @@ def test_workers_exit_when_the_parent_is_killed_while_a_forked_child_lives(
         os.kill(proc.pid, signal.SIGKILL)
         killed_at = time.monotonic()
         proc.wait(timeout=5)
-        left = wait_gone(workers, GONE_WITHIN - (time.monotonic() - killed_at))
+        left = wait_gone(workers, notice_within(2.0) - (time.monotonic() - killed_at))
     finally:
         if child is not None:
             try:
@@ -116,4 +116,4 @@ def test_workers_exit_when_the_parent_is_killed_while_a_forked_child_lives(
             wait_gone([child], 5.0)
         proc.kill()
         proc.communicate(timeout=5)
-    assert not left, f"workers still running {GONE_WITHIN} s after the parent was killed: {left}"
+    assert not left, f"workers still running {notice_within(2.0)} s after the parent was killed: {left}"
