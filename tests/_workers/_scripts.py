@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -127,6 +128,9 @@ class Lines:
 
 def run_script(argv: list[str] | None = None) -> None:
     scenario, method = (argv or sys.argv[1:])[:2]
+    # As a program started from a terminal: Ctrl-C raises KeyboardInterrupt. A suite run in the
+    # background (nohup pytest &) hands its children SIGINT ignored, and Python then leaves it so.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     SCRIPTS[scenario](method)
 
 

@@ -242,14 +242,16 @@ def test_timeout_names_the_stuck_worker_its_indices_and_its_stack(no_leaks, star
 
 
 def _first_batch_within(make_loader):
-    """The smallest timeout of 1, 4, 16 s within which the first batch arrives, and the iterator."""
+    """The smallest timeout of 1, 4, 16 s within which the first batch arrives, and the iterator.
+
+    (The other worker may be stuck on batch 1 already: that is no reason for batch 0 to be late.)
+    """
     for timeout in (1.0, 4.0, 16.0):
         iterator = iter(make_loader(timeout))
         try:
             assert next(iterator)[:, 0].tolist() == [0, 1, 2, 3]
             return timeout, iterator
-        except dataloader.LoaderTimeoutError as error:
-            assert "stuck_inside_dataset_forever" not in str(error)  # still starting, not stuck
+        except dataloader.LoaderTimeoutError:
             iterator.close()
     pytest.fail("the workers did not deliver their first batch within 16 s")
 
