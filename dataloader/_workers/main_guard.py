@@ -21,19 +21,19 @@ _GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s
 
 def _fix(method: str) -> str:
     return (
-        f"Under the '{method}' start method every worker imports your script again before it starts, "
+        f"Under the {method} start method every worker imports your script again before it starts, "
         'so the code that builds and iterates the DataLoader must sit under `if __name__ == "__main__":` '
         "(or in a function called from there). Add the guard, or use "
         'multiprocessing_context="fork" where the platform has it.'
     )
 
 
-def refuse_workers_while_starting(method: str) -> None:
+def refuse_workers_while_starting() -> None:
     """Raise if this process is a new process still importing the main script (unguarded)."""
     if getattr(multiprocessing.process.current_process(), "_inheriting", False):
         raise DataLoaderError(
             "DataLoader workers were started while this process was itself starting as a worker: "
-            "the script has no main guard. " + _fix(method)
+            "the script has no main guard. " + _fix("'spawn' or 'forkserver'")
         )
 
 
@@ -59,5 +59,5 @@ def unguarded_main_message(worker: str, method: str, exitcode: int | None) -> st
         return None
     return (
         f"DataLoader {worker} exited with code 1 while starting: the script '{script}' has no "
-        '`if __name__ == "__main__":` guard. ' + _fix(method)
+        '`if __name__ == "__main__":` guard. ' + _fix(f"'{method}'")
     )

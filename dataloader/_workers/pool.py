@@ -69,7 +69,7 @@ class WorkerPool:
 
     def __init__(self, boots: list[WorkerBoot], context: Any) -> None:
         method = context.get_start_method()
-        refuse_workers_while_starting(method)
+        refuse_workers_while_starting()
         if method != "fork":
             _check_picklable(boots[0], method)
         self.receiver = Receiver()
@@ -385,10 +385,11 @@ _SIGNAL_CAUSES = {
 }
 
 
-# Objects frozen that are not the program's doing since: at import, the interpreter's own (Python
-# 3.12 starts with a few hundred tuples frozen) or a program's early freeze; none once the first
-# pool has unfrozen them. A freeze count above it is a program's freeze, left alone.
-_frozen_before = gc.get_freeze_count()
+# Frozen objects that are not a program's freeze: Python 3.12 starts with a few hundred (375
+# tuples here) and moves the immortal objects a full collection meets into the permanent
+# generation again after every unfreeze. A program's gc.freeze() takes its whole heap (tens of
+# thousands of objects at least), so only a count this far above them is the program's.
+_NOT_A_PROGRAMS_FREEZE = gc.get_freeze_count() + 2000
 
 
 @contextmanager
@@ -401,12 +402,11 @@ def _heap_frozen() -> Iterator[None]:
     page: each worker ends up with a private copy of the heap (about 40 MiB here)
     and a pause of about 0.1 s. Frozen objects are never visited in the children;
     the parent gets its objects back at once (``unfreeze``, which also returns
-    those frozen before ``import dataloader`` to the collector). A program that
-    froze objects itself after importing dataloader is left alone: unfreezing
-    would undo its freeze too.
+    the few Python 3.12 freezes by itself to the collector). A program that froze
+    its objects itself (more than ``_NOT_A_PROGRAMS_FREEZE``) is left alone:
+    unfreezing would undo its freeze too.
     """
-    global _frozen_before
-    if gc.get_freeze_count() > _frozen_before:
+    if gc.get_freeze_count() > _NOT_A_PROGRAMS_FREEZE:
         yield
         return
     gc.freeze()
@@ -414,7 +414,6 @@ def _heap_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-        _frozen_before = 0
 
 
 def _receive_descriptor(worker: WorkerHandle) -> int:
