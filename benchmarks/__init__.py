@@ -18,11 +18,14 @@ Benches (each a module with ``main(argv)``):
 - ``raydata``: Ray Data's ``iter_batches`` against ``RayStream`` and this loader alone.
 - ``autotune``: ``num_workers="auto"`` against a sweep of fixed ``num_workers``.
 - ``resume``: what keeping track of the loader's position costs, against the commit before it.
+- ``remote``: Parquet and tar streams read from a local S3 server behind injected latency,
+  against the local disk and WebDataset's own loader.
 
 Their parts: ``config``, ``workloads``, ``small``, ``batches``, ``loaders``, ``measure``,
 ``schedule``, ``summary``, ``tables``, ``machine`` and ``plot`` (the ``compare`` bench);
 ``floor_workers``; ``vision_ops``; ``columnar_contenders`` and ``columnar_data``;
-``autotune_runs``, ``autotune_measure`` and ``autotune_report``; and, shared by all,
+``autotune_runs``, ``autotune_measure`` and ``autotune_report``; ``remote_contenders`` and
+``remote_data``; and, shared by all,
 ``repetitions`` (rotating order, paired medians), ``output`` (cells, tables, JSON) and
 ``options`` (the command-line options they share).
 """
@@ -37,4 +40,5 @@ BENCHES = {
     "raydata": "Ray Data as a source: RayStream vs Ray's iter_batches (needs the ray extra)",
     "autotune": 'num_workers="auto" vs a sweep of fixed num_workers',
     "resume": "what tracking the position costs: state_dict() time, rate vs the commit before",
+    "remote": "Parquet and tar streams from S3 (local moto, 0/20/50 ms latency) vs local disk and WebDataset",
 }

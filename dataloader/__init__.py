@@ -21,6 +21,7 @@ from .errors import (
     ImageDecodeError,
     LoaderTimeoutError,
     RayDataError,
+    RemoteReadError,
     ResourceLimitError,
     ResumeWarning,
     SampleError,
@@ -34,6 +35,7 @@ from ._stages.bad_samples import SampleFailure
 from .hooks import StageEvent, StageHook
 from .image_folder import ImageFolder
 from .loader import DataLoader
+from .mixing import MixedStream
 from .sampler import (
     Infinite,
     MapSampler,
@@ -48,12 +50,23 @@ from .rng import batch_rng
 from .worker import WorkerInfo, get_worker_info
 
 if TYPE_CHECKING:  # for type checkers only: at run time, __getattr__ below imports these lazily
-    from .columnar import ArrowDataset, ArrowStream, ParquetDataset, ParquetStream, write_parquet_shards
+    from .columnar import (
+        ArrowDataset,
+        ArrowStream,
+        ParquetDataset,
+        ParquetStream,
+        TarStream,
+        write_parquet_shards,
+        write_tar_shards,
+    )
     from .raydata import RayStream
 
 # dataloader.columnar imports pyarrow: its names load on first use, so `import dataloader`
 # (and every spawned worker) does not pay for it.
-_COLUMNAR = ("ArrowDataset", "ArrowStream", "ParquetDataset", "ParquetStream", "write_parquet_shards")
+_COLUMNAR = (
+    "ArrowDataset", "ArrowStream", "ParquetDataset", "ParquetStream", "TarStream", "write_parquet_shards",
+    "write_tar_shards",
+)
 # dataloader.raydata likewise; it imports ray itself only when a RayStream is built.
 _RAYDATA = ("RayStream",)
 
@@ -91,11 +104,13 @@ __all__ = [
     "Infinite",
     "LoaderTimeoutError",
     "MapSampler",
+    "MixedStream",
     "ParquetDataset",
     "ParquetStream",
     "RandomSampler",
     "RayDataError",
     "RayStream",
+    "RemoteReadError",
     "ReplacementSampler",
     "ResourceLimitError",
     "ResumeWarning",
@@ -110,6 +125,7 @@ __all__ = [
     "Stats",
     "StreamDataset",
     "StreamSampler",
+    "TarStream",
     "ThreadBuffer",
     "TooManyBadSamplesError",
     "TuningChange",
@@ -121,4 +137,5 @@ __all__ = [
     "buffer_iterator",
     "get_worker_info",
     "write_parquet_shards",
+    "write_tar_shards",
 ]

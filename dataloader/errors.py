@@ -97,6 +97,26 @@ class SourceChangedError(DataFileError):
     lose or repeat rows without a word, so the reader stops and names the file."""
 
 
+class RemoteReadError(DataFileError):
+    """A request to object storage failed for good: retried ``attempts`` times where the error
+    was transient (HTTP 5xx or 429, a reset connection, a timeout), or at once where it was not
+    (a missing object, denied access). ``path`` names the object and ``cause`` the last error."""
+
+    attempts: int = 0
+    cause: str = ""
+
+    def __init__(self, message: str, path: str = "", unit: int | None = None, *, attempts: int = 0, cause: str = "") -> None:
+        super().__init__(message, path, unit)
+        self.attempts, self.cause = attempts, cause
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _remote_read_error, (str(self), self.path, self.unit, self.attempts, self.cause)
+
+
+def _remote_read_error(message: str, path: str, unit: int | None, attempts: int, cause: str) -> RemoteReadError:
+    return RemoteReadError(message, path, unit, attempts=attempts, cause=cause)
+
+
 class SharedMemoryError(DataLoaderError, RuntimeError):
     """The shared-memory transport cannot get the room it needs."""
 

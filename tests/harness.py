@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
+from unittest import mock
 
 import numpy as np
 import psutil
@@ -211,3 +213,15 @@ class LeakCheck:
             return any(part in command for part in self.keep_commands)
         except psutil.NoSuchProcess:
             return True  # gone already
+
+
+@contextlib.contextmanager
+def as_worker(worker: int, workers: int) -> Iterator[None]:
+    """Run code as if in worker ``worker`` of ``workers`` (0 workers: the main process):
+    :func:`dataloader.get_worker_info` answers so, for every stream that shards by it."""
+    import dataloader.worker
+    from dataloader.worker import WorkerInfo
+
+    info = WorkerInfo(worker, workers, 0, None) if workers else None
+    with mock.patch.object(dataloader.worker, "current_worker_info", lambda: info):
+        yield

@@ -17,7 +17,7 @@ LAYERS = [
     {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local", "_digest",
      "_framework_hint"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
-     "image_folder", "callable_source", "columnar", "_options", "hooks", "argtypes"},
+     "image_folder", "callable_source", "columnar", "mixing", "_remote", "_options", "hooks", "argtypes"},
     {"_stages", "_transport", "raydata", "_tune"},
     {"_workers", "_device"},
     {"_exec"},

@@ -1,4 +1,5 @@
-"""``python -m dataloader convert SOURCE DEST``: an ImageFolder directory or an .npz file as Parquet shards.
+"""``python -m dataloader convert SOURCE DEST``: an ImageFolder directory or an .npz file as Parquet shards,
+or an ImageFolder as WebDataset tar shards (``--format tar``).
 
 An ImageFolder (``root/<class>/<images>``) becomes rows of ``image`` (the
 file's encoded bytes, as they are on disk: decode them in the loader's
@@ -7,6 +8,11 @@ transform stage with :class:`dataloader.transform.vision.DecodeImage`),
 the class names as JSON under ``dataloader.classes`` in the schema
 metadata. An ``.npz`` file of equal-length arrays (an ``ArrayDataset``)
 becomes one column per array, named as in the file.
+
+With ``--format tar`` an ImageFolder becomes WebDataset samples instead: the
+key is the file's path relative to the root without its extension, the
+image's bytes are the field named by the extension (``jpg``, ``png``), the
+label is ``cls``; the class names go to ``DEST/classes.json``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from ..argtypes import positive_int
 from ._convert_checks import check_dest, check_images
 
 KINDS = ("imagefolder", "npz")
+FORMATS = ("parquet", "tar")
+CLASSES_FILE = "classes.json"  # --format tar: the class names, beside the shards
+_TAR_CHUNK = 64  # images read (and decode-checked, on threads) at a time for --format tar
 # The writer's codecs (dataloader.columnar._writer.COMPRESSIONS, which a test compares), named here so
 # that building the parser does not import pyarrow for the other commands.
 COMPRESSIONS = ("zstd", "snappy", "lz4", "gzip", "brotli", "none")
@@ -42,10 +51,11 @@ CLASSES_KEY = "dataloader.classes"
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "convert",
-        help="write an ImageFolder directory or an .npz file as Parquet shards",
+        help="write an ImageFolder directory or an .npz file as Parquet (or WebDataset tar) shards",
         description="Write an ImageFolder directory (root/<class>/<images>: columns image, label, path) "
         "or an .npz file of equal-length arrays (one column per array) as Parquet shards "
-        "DEST/part-00000.parquet, ...",
+        "DEST/part-00000.parquet, ...; with --format tar, an ImageFolder as WebDataset tar shards "
+        "DEST/part-00000.tar, ... (members <path>.<ext> and <path>.cls).",
     )
     parser.add_argument(
         "source", metavar="SOURCE", help="an ImageFolder directory, or an .npz file of equal-length arrays"
@@ -54,8 +64,12 @@ def add_parser(commands: Any) -> None:
         "dest", metavar="DEST", help="the directory (a path or a URI) to write the shards into; created if missing"
     )
     parser.add_argument(
+        "--format", choices=FORMATS, default="parquet",
+        help="the shards' format: parquet (default) or tar (WebDataset shards, for an ImageFolder)",
+    )
+    parser.add_argument(
         "--rows-per-shard", type=positive_int, metavar="N",
-        help="rows in each shard but the last (default: about 256 MiB of data per shard)",
+        help="rows (tar: samples) in each shard but the last (default: about 256 MiB of data per shard)",
     )
     parser.add_argument(
         "--row-group-size", type=positive_int, metavar="N",
@@ -83,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     from ..columnar import write_parquet_shards  # imported here: the other commands need no pyarrow
 
     start = time.perf_counter()
+    if getattr(args, "format", "parquet") == "tar":
+        return _run_tar(args, start)
     try:
         kind = args.kind or _kind(args.source)
         check_dest(args.source, args.dest, args.overwrite)  # before the progress bar, and before reading
@@ -111,6 +127,57 @@ def run(args: argparse.Namespace) -> int:
         f"in {seconds:.2f} s: {args.dest}"
     )
     return 0
+
+
+def _run_tar(args: argparse.Namespace, start: float) -> int:
+    """``--format tar``: an ImageFolder as WebDataset tar shards, the class names in classes.json."""
+    from ..columnar import write_tar_shards
+    from ..columnar._shard_files import open_directory
+    from ..columnar._tar_writer import earlier_tar_shards
+    import pyarrow.fs as pafs
+
+    try:
+        parquet_only = [name for name, value in (("--row-group-size", args.row_group_size),
+                                                 ("--compression", args.compression)) if value is not None]
+        if parquet_only:
+            raise ArgumentValueError(
+                f"{' and '.join(parquet_only)} apply to Parquet shards only; drop them for --format tar."
+            )
+        if (args.kind or _kind(args.source)) != "imagefolder":
+            raise ArgumentValueError(
+                "--format tar writes an ImageFolder's images as WebDataset samples; convert an .npz file "
+                "to Parquet (leave --format out)."
+            )
+        check_dest(args.source, args.dest, args.overwrite)
+        fs, path, _ = open_directory(args.dest, None)
+        if fs.get_file_info(path).type == pafs.FileType.Directory:
+            earlier_tar_shards(fs, path, args.overwrite)  # before the progress bar
+        images, rows, metadata = _image_folder(args.source, not getattr(args, "no_decode_check", False))
+        paths = write_tar_shards(
+            _tar_samples(images), args.dest, args.rows_per_shard, overwrite=args.overwrite,
+            progress=importlib.util.find_spec("tqdm") is not None,
+        )
+        with fs.open_output_stream(f"{path}/{CLASSES_FILE}") as out:
+            out.write(metadata[CLASSES_KEY].encode("utf-8"))
+    except (DataLoaderError, OSError) as error:
+        print(f"python -m dataloader convert: error: {_message(error)}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - start
+    size = sum(_size(shard) for shard in paths)
+    print(f"{rows:,} samples in {len(paths)} tar shard(s), {_human(size)}, in {seconds:.2f} s: {args.dest}")
+    return 0
+
+
+def _tar_samples(images: EncodedImages) -> Any:
+    """The ImageFolder's files as WebDataset samples, read a chunk at a time."""
+    for first in range(0, len(images), _TAR_CHUNK):
+        batch = images.__getitems__(list(range(first, min(first + _TAR_CHUNK, len(images))))).batch
+        for image, label, relative in zip(batch["image"], batch["label"], batch["path"]):
+            folder, _, name = relative.rpartition("/")
+            stem, dot, extension = name.rpartition(".")
+            stem = (stem if dot else name).replace(".", "_")  # the key's first dot would end it
+            yield {"__key__": f"{folder}/{stem}" if folder else stem, (extension.lower() if dot else "img"): image,
+                   "cls": int(label)}
 
 
 def _message(error: BaseException) -> str:

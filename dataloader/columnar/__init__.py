@@ -16,11 +16,18 @@
 - ``_writer.py``: ``write_parquet_shards``, any dataset or iterable as numbered Parquet shards.
 - ``_to_arrow.py``: the writer's samples to Arrow columns (fixed-shape arrays, their shapes in metadata).
 - ``_shard_files.py``: the writer's shard files: directory checks, temporary names renamed when whole.
+- ``_braces.py``: brace patterns (``train-{000000..000099}.tar``) expanded to file names.
+- ``_tar_index.py``: where each sample of a WebDataset tar shard begins (a ``.idx`` sidecar, or a scan).
+- ``_tar_units.py``: tar shards as units of samples; a piece read with one ranged read and parsed in memory.
+- ``_tar_stream.py``: ``TarStream``, WebDataset tar shards as a stream, with the text fields decoded.
+- ``_tar_writer.py``: ``write_tar_shards``, sample dicts as numbered tar shards with their indexes.
 """
 
 from ._arrow_dataset import ArrowDataset
 from ._parquet_dataset import ParquetDataset
 from ._streams import ArrowStream, ParquetStream, StreamStats
+from ._tar_stream import TarStream
+from ._tar_writer import write_tar_shards
 from ._writer import write_parquet_shards
 
 __all__ = [
@@ -29,5 +36,7 @@ __all__ = [
     "ParquetDataset",
     "ParquetStream",
     "StreamStats",
+    "TarStream",
     "write_parquet_shards",
+    "write_tar_shards",
 ]

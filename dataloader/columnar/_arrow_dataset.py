@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from .._remote import RETRIES, ShardCache, access_from
 from .._validate import check_choice
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._convert import STRINGS
@@ -59,6 +60,10 @@ class ArrowDataset(TableDataset):
     dataset is built and checked at every mapping: a file replaced since is a
     :class:`~dataloader.SourceChangedError`, never another file's rows.
 
+    Remote files: ``retries`` and ``cache_dir``/``cache_limit`` work as in
+    :class:`ParquetStream`; with a cache every process maps the local copies
+    instead of reading the files into memory.
+
     Example::
 
         dataset = ArrowDataset("train.arrow", columns=["image", "label"])
@@ -69,12 +74,14 @@ class ArrowDataset(TableDataset):
 
     def __init__(
         self, source: Any, *, columns: Any = None, strings: str = "object", fill_null: Any = None,
-        filesystem: Any = None,
+        filesystem: Any = None, retries: int = RETRIES, cache_dir: Any = None, cache_limit: int | None = None,
     ) -> None:
         self._strings = check_choice("strings", strings, STRINGS)
+        access = access_from(retries, None, cache_dir, cache_limit)
         self._columns_given, self._fill_given = columns, fill_null
         self._table: pa.Table | None = None
         self._files: tuple[pafs.FileSystem, list[str]] | None = None
+        self._file_cache: ShardCache | None = None
         self._stamps: list[Stamp] = []
         if isinstance(source, (pa.Table, pa.RecordBatch)):
             if filesystem is not None:
@@ -84,7 +91,8 @@ class ArrowDataset(TableDataset):
                 )
             self._table = source if isinstance(source, pa.Table) else pa.Table.from_batches([source])
         elif isinstance(source, (str, os.PathLike, list, tuple)):
-            self._files = resolve_files(source, ARROW_SUFFIXES, filesystem, what="source")
+            self._files = resolve_files(source, ARROW_SUFFIXES, filesystem, what="source", access=access)
+            self._file_cache = access.cache_for(self._files[0])
             self._stamps = take_stamps(*self._files)  # checked at every build, in every process
         else:
             raise ArgumentTypeError(
@@ -121,6 +129,12 @@ class ArrowDataset(TableDataset):
         filesystem, paths = self._files  # type: ignore[misc]
         parts = []
         for path, stamp in zip(paths, self._stamps):
+            if self._file_cache is not None:  # the local copy of that version, mapped
+                copy = self._file_cache.fetch(
+                    filesystem, path, stamp.size, stamp.mtime_ns, lambda: check_stamp(filesystem, path, stamp, self.kind)
+                )
+                parts.append((path, *_read_ipc(pafs.LocalFileSystem(), copy.path)))
+                continue
             parts.append((path, *_read_ipc(filesystem, path)))
             check_stamp(filesystem, path, stamp, self.kind)  # after the read: what was read is checked
         return parts
@@ -137,7 +151,7 @@ class ArrowDataset(TableDataset):
 
     def __getstate__(self) -> dict:
         # Paths and options, not buffers: the worker maps the files itself.
-        keep = ("_strings", "_columns_given", "_fill_given", "_table", "_files", "_stamps")
+        keep = ("_strings", "_columns_given", "_fill_given", "_table", "_files", "_stamps", "_file_cache")
         return {key: self.__dict__[key] for key in keep}
 
     def __setstate__(self, state: dict) -> None:

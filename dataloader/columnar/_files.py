@@ -1,8 +1,11 @@
 """Where columnar files are: local paths, URIs and ``pyarrow.fs`` filesystems, one way for all.
 
 A source is a path, a URI (``file:///…``, ``s3://…``, anything
-``pyarrow.fs.FileSystem.from_uri`` understands), a directory (its files with
-the wanted suffixes, recursively, in sorted order), or a list of those.
+``pyarrow.fs.FileSystem.from_uri`` understands, and with fsspec installed
+every scheme fsspec knows), a brace pattern (``shard-{000..099}.tar``), a
+directory (its files with the wanted suffixes, recursively, in sorted order),
+or a list of those. The filesystem may be a ``pyarrow.fs`` or an fsspec one.
+A remote filesystem is read behind retries (:mod:`dataloader._remote`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import pyarrow.fs as pafs
 
 from .._digest import digest
 from .._local import in_worker_process
+from .._remote import Access, as_pyarrow, from_uri, path_on, unwrapped
 from ..errors import ArgumentTypeError, ArgumentValueError
+from ._braces import expand_braces
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
@@ -25,27 +30,30 @@ WRITE_IN_PROGRESS = "_WRITE_IN_PROGRESS"
 
 
 def resolve_files(
-    source: Any, suffixes: Sequence[str], filesystem: pafs.FileSystem | None = None, what: str = "source"
+    source: Any, suffixes: Sequence[str], filesystem: Any = None, what: str = "source", access: Access | None = None,
 ) -> tuple[pafs.FileSystem, list[str]]:
     """The filesystem and the file paths that ``source`` names (see the module), each file once.
+    With ``access``, a remote filesystem comes back behind its retries.
 
     A directory is walked once per real directory, so a symbolic link back into the tree (a
     loop) or a second link to a directory adds nothing. A file that ``source`` reaches twice
     (named twice, or through two links) is refused: reading it twice would repeat its rows.
     """
     items = [source] if isinstance(source, (str, os.PathLike)) else list(_sequence(source, what))
+    items = [name for item in items for name in _expanded(item)]
     if not items:
         raise ArgumentValueError(f"`{what}` names no file; got an empty list.")
     found: list[str] = []
     first: pafs.FileSystem | None = None
     for item in items:
         fs, path = filesystem_and_path(item, filesystem, what)
-        if first is not None and type(fs) is not type(first):
+        if first is not None and not _same_filesystem(fs, unwrapped(first)):
             raise ArgumentValueError(
                 f"`{what}` mixes filesystems ({type(first).__name__} and {type(fs).__name__}); "
                 "give files of one filesystem."
             )
-        first = first or fs
+        if first is None:
+            first = fs if access is None else access.reach(fs)
         found += _files_at(first, path, suffixes, what)
     _refuse_repeats(first, found, what)  # type: ignore[arg-type]
     return first, found  # type: ignore[return-value]
@@ -59,21 +67,32 @@ def _sequence(source: Any, what: str) -> Sequence:
     )
 
 
-def filesystem_and_path(item: Any, filesystem: pafs.FileSystem | None, what: str) -> tuple[pafs.FileSystem, str]:
+def filesystem_and_path(item: Any, filesystem: Any, what: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem and the path on it that ``item`` (a path or a URI) names: on ``filesystem``
-    when one is given, else from the URI's scheme, else the local filesystem (an absolute path)."""
+    (``pyarrow.fs`` or fsspec) when one is given, else from the URI's scheme, else the local
+    filesystem (an absolute path)."""
     if not isinstance(item, (str, os.PathLike)):
         raise ArgumentTypeError(f"`{what}` must hold paths or URIs; got {type(item).__name__}.")
     text = os.fspath(item)
     if filesystem is not None:
-        if not isinstance(filesystem, pafs.FileSystem):
-            raise ArgumentTypeError(
-                f"`filesystem` must be a pyarrow.fs.FileSystem or None; got {type(filesystem).__name__}."
-            )
-        return filesystem, text
+        path = path_on(filesystem, text)
+        return as_pyarrow(filesystem), path
     if "://" in text:
-        return pafs.FileSystem.from_uri(text)
+        return from_uri(text)
     return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text))
+
+
+def _same_filesystem(one: pafs.FileSystem, other: pafs.FileSystem) -> bool:
+    if isinstance(one, pafs.PyFileSystem) and isinstance(other, pafs.PyFileSystem):
+        return type(one.handler) is type(other.handler)
+    return type(one) is type(other)
+
+
+def _expanded(item: Any) -> list[Any]:
+    """A brace pattern's paths (``shard-{000..099}.tar``); anything else as it is."""
+    if isinstance(item, str) and "{" in item:
+        return expand_braces(item)
+    return [item]
 
 
 def _files_at(fs: pafs.FileSystem, path: str, suffixes: Sequence[str], what: str) -> list[str]:
@@ -84,7 +103,7 @@ def _files_at(fs: pafs.FileSystem, path: str, suffixes: Sequence[str], what: str
         raise ArgumentValueError(f"`{what}` names {path!r}, which does not exist.")
     if fs.get_file_info(posixpath.join(path, WRITE_IN_PROGRESS)).type == pafs.FileType.File:
         raise ArgumentValueError(
-            f"`{what}` names the directory {path!r}, which write_parquet_shards has not finished "
+            f"`{what}` names the directory {path!r}, which write_parquet_shards or write_tar_shards has not finished "
             f"writing (its {WRITE_IN_PROGRESS} marker is there): its shards hold part of the data "
             "at most. Write it again (overwrite=True); if you know the shards are whole, delete the marker."
         )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -13,14 +15,15 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .._digest import digest
+from .._remote import RETRIES, access_from, is_remote
 from .._validate import check_bool, check_choice, check_positive_int
 from ..errors import ArgumentValueError
 from ._convert import STRINGS, column_to_array, fill_for
 from ._files import PARQUET_SUFFIXES, files_fingerprint, mapped, resolve_files
 from ._fixed import form_of
 from ._gather import Runs, locate, take_numbers, take_rows
-from ._readers import row_group_counts
-from ._snapshot import open_checked, read_error, take_stamps
+from ._readers import METADATA_THREADS, row_group_counts
+from ._snapshot import open_cached, open_checked, read_error, take_stamps
 from ._table_dataset import Allocate, Plan, TableDataset, check_columns, check_fill_null, check_nulls, check_same_columns
 
 # Parquet files each thread keeps open (a batch of random rows jumps between files).
@@ -74,6 +77,10 @@ class ParquetDataset(TableDataset):
     rows within a buffer), or convert it once to an uncompressed Arrow IPC
     file and use :class:`ArrowDataset`, whose random access costs no decode.
 
+    Remote files: ``retries`` and ``cache_dir``/``cache_limit`` work as in
+    :class:`ParquetStream` (a file is fetched whole into the cache the first
+    time a row of it is read).
+
     Example::
 
         dataset = ParquetDataset("data/", columns=["image", "label"])
@@ -84,14 +91,17 @@ class ParquetDataset(TableDataset):
 
     def __init__(
         self, source: Any, *, columns: Any = None, strings: str = "object", fill_null: Any = None,
-        filesystem: Any = None, cache_row_groups: int = 8, verify_checksums: bool = False,
+        filesystem: Any = None, cache_row_groups: int = 8, verify_checksums: bool = False, retries: int = RETRIES,
+        cache_dir: Any = None, cache_limit: int | None = None,
     ) -> None:
         strings = check_choice("strings", strings, STRINGS)
         self._cache_size = check_positive_int("cache_row_groups", cache_row_groups)
         self._verify = check_bool("verify_checksums", verify_checksums)
-        self._filesystem, self._paths = resolve_files(source, PARQUET_SUFFIXES, filesystem, what="source")
+        access = access_from(retries, None, cache_dir, cache_limit)
+        self._filesystem, self._paths = resolve_files(source, PARQUET_SUFFIXES, filesystem, what="source", access=access)
+        self._file_cache = access.cache_for(self._filesystem)
         self._stamps = take_stamps(self._filesystem, self._paths)  # before the footers: a later change shows
-        footers = [_footer(self._filesystem, path) for path in self._paths]
+        footers = _footers(self._filesystem, self._paths)
         self._file_counts = [footer.rows for footer in footers]
         schema = footers[0].schema
         names = check_columns(columns, schema.names, "the files")
@@ -191,10 +201,21 @@ class ParquetDataset(TableDataset):
         """File ``index`` opened, after checking it is the file whose footer the index was
         built from (see :mod:`._snapshot`)."""
         path = self._paths[index]
+        counts = lambda handle: row_group_counts(handle.metadata)  # noqa: E731
+        if self._file_cache is not None:
+            return open_cached(
+                self._file_cache, self._open_parquet, pq.ParquetFile.close, counts, self._filesystem, path,
+                self._stamps[index], self._file_counts[index], self.kind,
+            )
         return open_checked(
-            lambda: pq.ParquetFile(path, filesystem=mapped(self._filesystem), page_checksum_verification=self._verify),
-            pq.ParquetFile.close, lambda handle: row_group_counts(handle.metadata), self._filesystem, path,
-            self._stamps[index], self._file_counts[index], self.kind,
+            lambda: self._open_parquet(self._filesystem, path), pq.ParquetFile.close, counts, self._filesystem,
+            path, self._stamps[index], self._file_counts[index], self.kind,
+        )
+
+    def _open_parquet(self, filesystem: pafs.FileSystem, path: str) -> pq.ParquetFile:
+        remote = is_remote(filesystem)  # remote: a row group's chunks in as few requests as pyarrow can merge
+        return pq.ParquetFile(
+            path, filesystem=mapped(filesystem), page_checksum_verification=self._verify, pre_buffer=remote
         )
 
     def __getstate__(self) -> dict:
@@ -206,6 +227,14 @@ class ParquetDataset(TableDataset):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._start_process()
+
+
+def _footers(filesystem: pafs.FileSystem, paths: list[str]) -> list[_Footer]:
+    """Each file's footer; a few at once on a remote filesystem, where each is a round trip."""
+    if not is_remote(filesystem) or len(paths) < 2:
+        return [_footer(filesystem, path) for path in paths]
+    with ThreadPoolExecutor(METADATA_THREADS, thread_name_prefix="dataloader-metadata") as pool:
+        return list(pool.map(functools.partial(_footer, filesystem), paths))
 
 
 def _footer(filesystem: pafs.FileSystem, path: str) -> _Footer:

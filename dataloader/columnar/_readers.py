@@ -7,6 +7,12 @@ stream pickles to spawned workers as paths and numbers. Each ``iter()`` makes
 its own reader (:meth:`reader`), which opens files as it needs them and
 closes them when the iteration ends.
 
+Remote files (:mod:`dataloader._remote`): the filesystem comes behind
+retries; footers are read by a few threads at once; a reader reads the
+next pieces ahead in background threads, up to the ``read_ahead`` budget of
+bytes, each thread with its own open files; with a cache, a file is read
+from its local copy, fetched whole the first time.
+
 Projection and filters: Parquet decodes only the columns a read names
 (``read_row_group(columns=)``), and a filter goes to ``pyarrow.dataset``,
 which also skips row groups whose statistics rule every row out. Arrow IPC
@@ -17,6 +23,8 @@ filter is applied to the rows read.
 from __future__ import annotations
 
 import collections
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
@@ -25,14 +33,17 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from .._remote import Access, is_remote, read_ahead
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._files import mapped
 from ._sharding import Piece
-from ._snapshot import open_checked, read_error, take_stamps
+from ._snapshot import open_cached, open_checked, read_error, take_stamps
 from ._table_dataset import check_same_columns
 
 # Files a reader keeps open at once (units read in a shuffled order jump between files).
 OPEN_FILES = 8
+# Footers read at once when the files are remote (each read is a round trip or two).
+METADATA_THREADS = 8
 # The column a partial-row-group filter reads its matches into.
 _MATCH = "__dataloader_filter_match__"
 
@@ -45,17 +56,25 @@ class Units:
 
     def __init__(
         self, filesystem: pafs.FileSystem, paths: list[str], columns: Any, filter: Any, verify_checksums: bool = False,
+        access: Access | None = None,
     ) -> None:
         self.filesystem = filesystem
         self.paths = paths
         self.verify_checksums = verify_checksums
+        access = access or Access()
+        self.cache = access.cache_for(filesystem)
+        self.read_ahead = access.budget(filesystem)  # bytes; 0: read one piece at a time
         self.stamps = take_stamps(filesystem, paths)  # before the metadata: a later change shows
         self.units: list[tuple[int, int]] = []
         self.counts: list[int] = []
         self.file_counts: list[list[int]] = []  # per file, the rows of each of its units
         self.schema: pa.Schema | None = None
-        for index, path in enumerate(paths):
-            schema, counts = self._metadata(path)
+        if is_remote(filesystem) and len(paths) > 1:
+            with ThreadPoolExecutor(METADATA_THREADS, thread_name_prefix="dataloader-metadata") as pool:
+                metadata = list(pool.map(self._metadata, paths))
+        else:
+            metadata = [self._metadata(path) for path in paths]
+        for index, (path, (schema, counts)) in enumerate(zip(paths, metadata)):
             self._same_schema(schema, path, columns)
             self.units += [(index, part) for part in range(len(counts))]
             self.counts += counts
@@ -81,20 +100,48 @@ class Units:
     def reader(self) -> "Reader":
         raise NotImplementedError
 
+    def piece_bytes(self, piece: Piece) -> int:
+        """About how many bytes reading ``piece`` fetches: its share of its file's size."""
+        file, _ = self.units[piece.unit]
+        size = self.stamps[file].size or 0
+        rows = sum(self.file_counts[file]) or 1
+        return size * (piece.stop - piece.start) // rows
+
 
 class Reader:
-    """Reads pieces of units for one iteration; keeps up to ``OPEN_FILES`` files open."""
+    """Reads pieces of units for one iteration; keeps up to ``OPEN_FILES`` files open.
+
+    With a read-ahead budget, :meth:`tables` reads the next pieces in background threads,
+    each through a reader of its own (open files are not shared between threads).
+    """
 
     def __init__(self, units: Units) -> None:
         self.units = units
         self._open: collections.OrderedDict[int, Any] = collections.OrderedDict()
+        self._thread_readers: list[Reader] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._ahead: Iterator[pa.Table] | None = None
 
     def tables(self, pieces: Iterable[Piece]) -> Iterator[pa.Table]:
         """Each piece's rows (projected and filtered), skipping pieces left empty."""
+        budget = self.units.read_ahead
+        read = self.read_piece
+        if budget > 0:
+            self._ahead = read_ahead(pieces, self._read_in_thread, self.units.piece_bytes, budget)
+            pieces, read = self._ahead, _itself  # type: ignore[assignment]
         for piece in pieces:
-            table = self.read_piece(piece)
+            table = read(piece)
             if table.num_rows:
                 yield table
+
+    def _read_in_thread(self, piece: Piece) -> pa.Table:
+        reader = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = self._local.reader = type(self)(self.units)
+            with self._lock:
+                self._thread_readers.append(reader)
+        return reader.read_piece(piece)
 
     def read(self, piece: Piece) -> pa.Table:
         raise NotImplementedError
@@ -106,14 +153,24 @@ class Reader:
         if handle is None:
             units = self.units
             path = units.paths[index]
-            handle = open_checked(
-                lambda: self._open_file(path), _close, self._counts, units.filesystem, path,
-                units.stamps[index], units.file_counts[index], units.kind, units.unit_name + "s",
-            )
+            if units.cache is not None:
+                handle = self._open_cached(index)
+            else:
+                handle = open_checked(
+                    lambda: self._open_file(units.filesystem, path), _close, self._counts, units.filesystem, path,
+                    units.stamps[index], units.file_counts[index], units.kind, units.unit_name + "s",
+                )
             while len(self._open) >= OPEN_FILES:
                 _close(self._open.popitem(last=False)[1])
         self._open[index] = handle
         return handle
+
+    def _open_cached(self, index: int) -> Any:
+        units = self.units
+        return open_cached(
+            units.cache, self._open_file, _close, self._counts, units.filesystem, units.paths[index],  # type: ignore[arg-type]
+            units.stamps[index], units.file_counts[index], units.kind, units.unit_name + "s",
+        )
 
     def read_piece(self, piece: Piece) -> pa.Table:
         """:meth:`read`, with an error while reading named by its file and unit."""
@@ -124,7 +181,8 @@ class Reader:
             file, part = units.units[piece.unit]
             raise read_error(error, units.paths[file], units.kind, part, units.unit_name) from error
 
-    def _open_file(self, path: str) -> Any:
+    def _open_file(self, filesystem: pafs.FileSystem, path: str) -> Any:
+        """Open ``path`` on ``filesystem`` (the units' own, or the local disk for a cached copy)."""
         raise NotImplementedError
 
     def _counts(self, handle: Any) -> list[int] | None:
@@ -132,6 +190,12 @@ class Reader:
         raise NotImplementedError
 
     def close(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.close()  # type: ignore[attr-defined]  # joins the read-ahead threads
+        for reader in self._thread_readers:
+            reader.close()
+        self._thread_readers.clear()
         while self._open:
             _close(self._open.popitem()[1])
 
@@ -158,11 +222,12 @@ class ParquetUnits(Units):
 class ParquetReader(Reader):
     units: ParquetUnits
 
-    def _open_file(self, path: str) -> Any:
-        filesystem, verify = mapped(self.units.filesystem), self.units.verify_checksums
+    def _open_file(self, filesystem: pafs.FileSystem, path: str) -> Any:
+        # Remote: a row group's column chunks in as few ranged requests as pyarrow can merge them into.
+        filesystem, verify, remote = mapped(filesystem), self.units.verify_checksums, is_remote(filesystem)
         if self.units.filter is None:
-            return pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=verify)
-        options = ds.ParquetFragmentScanOptions(page_checksum_verification=verify)
+            return pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=verify, pre_buffer=remote)
+        options = ds.ParquetFragmentScanOptions(page_checksum_verification=verify, pre_buffer=remote)
         return ds.ParquetFileFormat(default_fragment_scan_options=options).make_fragment(path, filesystem=filesystem)
 
     def _counts(self, handle: Any) -> list[int]:
@@ -205,8 +270,8 @@ class ArrowUnits(Units):
 class ArrowReader(Reader):
     units: ArrowUnits
 
-    def _open_file(self, path: str) -> Any:
-        return open_ipc(self.units.filesystem, path)
+    def _open_file(self, filesystem: pafs.FileSystem, path: str) -> Any:
+        return open_ipc(filesystem, path)
 
     def _counts(self, handle: Any) -> list[int] | None:
         source, file = handle
@@ -290,3 +355,7 @@ def _close(handle: Any) -> None:
     close = getattr(handle[0] if isinstance(handle, tuple) else handle, "close", None)
     if close is not None:
         close()
+
+
+def _itself(table: pa.Table) -> pa.Table:
+    return table

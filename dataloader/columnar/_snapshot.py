@@ -21,6 +21,7 @@ from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from .._remote import ShardCache
 from ..errors import DataFileError, DataLoaderError, SourceChangedError
 
 Handle = TypeVar("Handle")
@@ -83,8 +84,16 @@ def open_checked(
     except Exception as error:
         check_stamp(filesystem, path, stamp, kind)  # the likelier cause
         raise read_error(error, path, kind) from error
+    return _checked(handle, close, lambda: check_stamp(filesystem, path, stamp, kind), counts, path, planned, kind, what)
+
+
+def _checked(
+    handle: Handle, close: Callable[[Handle], None], check: Callable[[], None],
+    counts: Callable[[Handle], list[int] | None], path: str, planned: Sequence[int], kind: str, what: str,
+) -> Handle:
+    """``handle`` after ``check()`` and the check of its units' row counts; closed if either fails."""
     try:
-        check_stamp(filesystem, path, stamp, kind)
+        check()
         found = counts(handle)
         if found is not None:
             check_counts(path, planned, found, kind, what)
@@ -92,6 +101,28 @@ def open_checked(
         close(handle)
         raise
     return handle
+
+
+def open_cached(
+    cache: ShardCache, open_file: Callable[[pafs.FileSystem, str], Handle], close: Callable[[Handle], None],
+    counts: Callable[[Handle], list[int] | None], filesystem: pafs.FileSystem, path: str, stamp: Stamp,
+    planned: Sequence[int], kind: str, what: str = "row groups",
+) -> Handle:
+    """``open_file`` on the local copy of remote ``path``, fetched first unless ``cache`` has
+    that version whole; its units' row counts are checked as :func:`open_checked` does. The copy
+    is of the planned version (the cache checks the version), so no request goes to the store
+    when it is there; before a fetch the remote file's stamp is checked."""
+    local = pafs.LocalFileSystem()
+    for _ in range(3):  # a copy evicted by another process between fetch and open is fetched again
+        copy = cache.fetch(filesystem, path, stamp.size, stamp.mtime_ns, lambda: check_stamp(filesystem, path, stamp, kind))
+        try:
+            handle = open_file(local, copy.path)
+        except FileNotFoundError:
+            continue
+        except Exception as error:
+            raise read_error(error, path, kind) from error
+        return _checked(handle, close, lambda: None, counts, path, planned, kind, what)
+    raise read_error(FileNotFoundError(f"its cached copy in {cache.directory} kept being evicted"), path, kind)
 
 
 def check_counts(path: str, planned: Sequence[int], found: Sequence[int], kind: str, what: str = "row groups") -> None:

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .._digest import digest
+from .._remote import RETRIES, access_from
 from .._validate import check_bool, check_choice, check_non_negative_int, check_optional_seed, check_positive_int
 from ..dataset import Collated, StreamDataset
 from ..errors import ArgumentValueError
@@ -63,7 +64,8 @@ class ColumnarStream(StreamDataset):
         self, source: Any, *, batch_size: int | None = None, columns: Any = None, filter: Any = None,
         shuffle: bool = False, seed: int | None = 0, shuffle_buffer: int = 0, world_size: int | None = None,
         rank: int | None = None, equal: bool = False, surplus: str = "drop", strings: str = "object",
-        fill_null: Any = None, filesystem: Any = None, verify_checksums: bool = False,
+        fill_null: Any = None, filesystem: Any = None, verify_checksums: bool = False, retries: int = RETRIES,
+        read_ahead: int | None = None, cache_dir: Any = None, cache_limit: int | None = None,
     ) -> None:
         kind = type(self).__name__
         self.batch_size = None if batch_size is None else check_positive_int("batch_size", batch_size)
@@ -81,8 +83,9 @@ class ColumnarStream(StreamDataset):
                 "`verify_checksums=True` checks Parquet page checksums, and Arrow IPC files carry "
                 "none. Drop verify_checksums, or store the data as Parquet written with checksums."
             )
-        filesystem, paths = resolve_files(source, self._suffixes, filesystem, what="source")
-        self._units = self._units_type(filesystem, paths, columns, filter, verify)
+        access = access_from(retries, read_ahead, cache_dir, cache_limit)
+        filesystem, paths = resolve_files(source, self._suffixes, filesystem, what="source", access=access)
+        self._units = self._units_type(filesystem, paths, columns, filter, verify, access=access)
         self.fill_null = check_fill_null(fill_null, self._units.schema, {}, "the files")
         self._check_equal(kind)
         self._planner = Planner(Layout(
@@ -218,7 +221,7 @@ class ColumnarStream(StreamDataset):
                 tables = shuffled_windows(tables, self.shuffle_buffer, window_rng)
             if drop:
                 tables = drop_rows(tables, drop)
-            chunks = (table_to_batch(piece, self.strings, self.fill_null) for piece in in_pieces(tables))
+            chunks = (self._to_batch(piece) for piece in in_pieces(tables))
             if self.batch_size is None:
                 for row in rows_of(chunks):
                     progress.rows += 1
@@ -229,6 +232,10 @@ class ColumnarStream(StreamDataset):
                 yield Collated(batch, size, rows=functools.partial(batch_rows, batch))
         finally:
             reader.close()
+
+    def _to_batch(self, table: Any) -> dict[str, Any]:
+        """A piece of the read ``pyarrow.Table`` as ``{column: array}`` (a subclass may decode its values)."""
+        return table_to_batch(table, self.strings, self.fill_null)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -296,6 +303,15 @@ class ParquetStream(ColumnarStream):
     ``DataFileError`` naming the file and the row group. ``verify_checksums=True``
     also checks the pages' CRC checksums (``write_parquet_shards`` writes them),
     so a corrupted value is an error instead of a wrong number.
+
+    Remote files (S3, GCS, any fsspec filesystem; see the "Remote data" page):
+    a transient error is retried ``retries`` times with exponential backoff,
+    then raised as a :class:`~dataloader.RemoteReadError` naming the object;
+    each reading process reads the next row groups ahead in background
+    threads, up to ``read_ahead`` bytes (default 64 MiB remote, 0 local); and
+    with ``cache_dir`` each file is fetched whole once into that local
+    directory (shared by workers and ranks, at most ``cache_limit`` bytes,
+    least recently used copies deleted first) and read from there after.
 
     Who reads: with ``parallel_stream=True`` each worker opens the files and
     decodes its own shard, so reading scales with the workers; without it the

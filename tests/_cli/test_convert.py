@@ -203,3 +203,27 @@ def test_an_npz_of_no_rows_is_refused_before_the_progress_bar(tmp_path):
     result = run_cli(str(tmp_path / "data.npz"), str(tmp_path / "out"))
     assert result.returncode == 2 and "length 0" in result.stderr
     assert "writing Parquet" not in result.stderr
+
+
+def test_format_tar_writes_an_image_folder_as_webdataset_shards(tmp_path):
+    from dataloader import TarStream
+
+    root = make_image_folder(tmp_path / "images")
+    dest = tmp_path / "tar"
+    result = run_cli(str(root), str(dest), "--format", "tar", "--rows-per-shard", "4")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in dest.glob("*.tar")) == ["part-00000.tar", "part-00001.tar", "part-00002.tar"]
+    assert result.stdout.strip().splitlines()[-1].startswith("9 samples in 3 tar shard(s),")
+    folder = ImageFolder(root)
+    assert json.loads((dest / "classes.json").read_text()) == list(folder.classes)
+    rows = list(TarStream(dest))
+    assert len(rows) == len(folder)
+    for index, row in enumerate(rows):
+        relative = os.path.relpath(folder.path(index), root).replace(os.sep, "/")
+        stem, extension = relative.rsplit(".", 1)
+        assert row["__key__"] == stem and row["cls"] == folder.labels[index]
+        assert row[extension] == Path(folder.path(index)).read_bytes()
+    again = run_cli(str(root), str(dest), "--format", "tar")
+    assert again.returncode == 2 and "already holds 3 tar shard(s)" in again.stderr and "--overwrite" in again.stderr
+    parquet_only = run_cli(str(root), str(tmp_path / "t2"), "--format", "tar", "--compression", "zstd")
+    assert parquet_only.returncode == 2 and "--compression apply to Parquet shards only" in parquet_only.stderr

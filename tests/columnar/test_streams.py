@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import faulthandler
 import gc
 import pickle
 import tempfile
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -22,12 +20,10 @@ from hypothesis import strategies as st
 
 from dataloader import DataLoader, StreamSampler
 from dataloader.transform import Transform
-from dataloader.columnar import _streams
 from dataloader.columnar import ArrowStream, ParquetStream, StreamStats
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError, WorkerDiedError
-from dataloader.worker import WorkerInfo
 from tests.columnar._mapping import TellsIfMapped, is_mapped, needs_maps
-from tests.harness import collect
+from tests.harness import as_worker, collect
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -65,12 +61,6 @@ def write(directory: Path, layout: list[list[int]], kind: str = "parquet") -> in
     return first
 
 
-@contextlib.contextmanager
-def as_worker(worker: int, workers: int):
-    """Run ``iter(stream)`` as if in worker ``worker`` of ``workers`` (0 workers: the main process)."""
-    info = WorkerInfo(worker, workers, 0, None) if workers else None
-    with mock.patch.object(_streams, "get_worker_info", lambda: info):
-        yield
 
 
 def read_epoch(make, world: int, workers: int, epoch: int = 0) -> dict[tuple[int, int], list]:

@@ -1,0 +1,225 @@
+"""Where each sample of a WebDataset tar shard begins: the index that makes a piece one ranged read.
+
+A WebDataset shard is a plain tar whose members are grouped into samples by
+key: ``dir/abc.jpg``, ``dir/abc.cls`` -> key ``dir/abc``, fields ``jpg`` and
+``cls`` (the key is the name up to the first dot of its last part, the field
+the rest, so ``abc.seg.png`` is field ``seg.png``). A sample's members are
+consecutive. Directories, links and other non-regular members, names without
+a dot and macOS ``._*`` junk are skipped.
+
+A shard's :class:`TarIndex` holds the byte offset of each sample's first
+header (a pax or GNU long-name header included), where the last sample ends,
+the fields seen and the shard's size. ``write_tar_shards`` stores it beside
+the shard as ``<shard>.idx`` (a small JSON file); a shard without one, or
+with one recorded for another size, is scanned: read once from start to end
+as a stream, headers parsed by :mod:`tarfile`, data skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import tarfile
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow.fs as pafs
+
+from ..errors import ArgumentValueError
+
+SIDECAR_SUFFIX = ".idx"
+FORMAT = "dataloader.tar-index"
+VERSION = 1
+BLOCK = tarfile.BLOCKSIZE
+_SKIP_CHUNK = 1 << 20  # bytes read at a time while skipping a member's data in a scan
+
+
+@dataclass(frozen=True)
+class TarIndex:
+    """A shard's samples: ``offsets[i]`` is where sample ``i``'s first header begins, ``end`` where
+    the last sample's data ends (padded to 512 bytes); ``size`` is the shard's size when indexed."""
+
+    offsets: tuple[int, ...]
+    end: int
+    fields: tuple[str, ...]
+    size: int
+
+    @property
+    def samples(self) -> int:
+        return len(self.offsets)
+
+    def span(self, start: int, stop: int) -> tuple[int, int]:
+        """The bytes [begin, end) that hold samples ``start`` to ``stop - 1``."""
+        return self.offsets[start], self.offsets[stop] if stop < len(self.offsets) else self.end
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "format": FORMAT, "version": VERSION, "size": self.size, "end": self.end,
+            "fields": list(self.fields), "offsets": list(self.offsets),
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "TarIndex | None":
+        """The index a sidecar holds, or None for one of another format or version, or garbled."""
+        try:
+            data = json.loads(text)
+            if data.get("format") != FORMAT or data.get("version") != VERSION:
+                return None
+            offsets = tuple(int(n) for n in data["offsets"])
+            return cls(offsets, int(data["end"]), tuple(str(f) for f in data["fields"]), int(data["size"]))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """(key, field) of member ``name``, or None for a member that belongs to no sample."""
+    directory, base = posixpath.split(name)
+    if base.startswith("._") or "." not in base:
+        return None
+    stem, field = base.split(".", 1)
+    if not stem or not field:
+        return None
+    return (posixpath.join(directory, stem) if directory else stem), field
+
+
+class SampleGrouper:
+    """Groups a shard's members into samples as they come, checking that each key is one run."""
+
+    def __init__(self, shard: str) -> None:
+        self.shard = shard
+        self.key: str | None = None
+        self.fields: set[str] = set()
+        self._seen: set[str] = set()
+        self._current: set[str] = set()
+
+    def add(self, name: str) -> str | None:
+        """Record member ``name`` and return its field (None: it belongs to no sample); ``self.key``
+        is then the key of the sample it belongs to, a new one when the key changed."""
+        parts = split_name(name)
+        if parts is None:
+            return None
+        key, field = parts
+        if key != self.key:
+            if key in self._seen:
+                raise ArgumentValueError(
+                    f"{self.shard!r} is not a WebDataset shard: the members of sample {key!r} are not "
+                    "consecutive (a sample's files must follow each other in the tar). Write the tar "
+                    "with each sample's files together (write_tar_shards does)."
+                )
+            self._seen.add(key)
+            self.key, self._current = key, set()
+        if field in self._current:
+            raise ArgumentValueError(
+                f"{self.shard!r} holds {key}.{field} twice; each field of a sample must be one member."
+            )
+        self._current.add(field)
+        self.fields.add(field)
+        return field
+
+
+def scan(stream: Any, shard: str, size: int) -> TarIndex:
+    """The index of the tar read sequentially from ``stream`` (``size`` bytes long)."""
+    reader = _ForwardReader(stream)
+    grouper = SampleGrouper(shard)
+    offsets: list[int] = []
+    end = 0
+    try:
+        with tarfile.open(fileobj=reader, mode="r:") as tar:  # type: ignore[call-overload]
+            for member in _members(tar):
+                key = grouper.key
+                if member.isreg() and grouper.add(member.name) is not None:
+                    if grouper.key != key:
+                        offsets.append(member.offset)
+                    end = member.offset_data + _padded(member.size)
+            tail = reader.last_read
+    except (tarfile.TarError, EOFError, OSError) as error:
+        raise ArgumentValueError(_not_a_tar(shard, str(error))) from error
+    if len(tail) < BLOCK or tail.count(0) != BLOCK:
+        raise ArgumentValueError(_not_a_tar(shard, "the end-of-archive block is missing: the file is truncated"))
+    return TarIndex(tuple(offsets), end, tuple(sorted(grouper.fields)), size)
+
+
+def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """The tar's members, without keeping them all (TarFile's own iteration lists every one)."""
+    while True:
+        member = tar.next()
+        if member is None:
+            return
+        tar.members.clear()  # type: ignore[attr-defined]  # TarFile lists every member it read
+        yield member
+
+
+def _padded(size: int) -> int:
+    return -(-size // BLOCK) * BLOCK
+
+
+def _not_a_tar(shard: str, cause: str) -> str:
+    return (
+        f"cannot read {shard!r} as a tar shard ({cause}). Check it with `tar -tf`; write it again "
+        "from its source, or leave it out of the source."
+    )
+
+
+class _ForwardReader:
+    """A file object over a sequential stream for :mod:`tarfile`: forward seeks read and drop the
+    bytes between, a seek back stays within the last block read (tarfile looks one byte back)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.position = 0
+        self.last_read = b""  # what the last read() returned
+        self._back = b""  # the last bytes read, for a short seek back
+        self._again = b""  # bytes a seek back made to be read again
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            raise OSError("a tar shard is read in blocks, never to its end at once")
+        again, self._again = self._again[:size], self._again[size:]
+        data = again + (self.stream.read(size - len(again)) if size > len(again) else b"")
+        self.position += len(data)
+        self._back = (self._back + data)[-BLOCK:]
+        self.last_read = data
+        return data
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else self.position + offset
+        if target < self.position:
+            back = self.position - target
+            if back > len(self._back):
+                raise OSError("a tar shard is read in one pass; it cannot seek back that far")
+            self._again = self._back[-back:] + self._again
+            self._back = self._back[:-back]
+            self.position = target
+        while self.position < target:
+            if not self.read(min(_SKIP_CHUNK, target - self.position)):
+                break  # past the end: tarfile's next read finds nothing and reports it
+        return self.position
+
+
+def read_sidecar(filesystem: pafs.FileSystem, path: str, size: int | None) -> TarIndex | None:
+    """The sidecar index of shard ``path`` when there is one recorded for a shard of ``size`` bytes."""
+    try:
+        with filesystem.open_input_stream(path + SIDECAR_SUFFIX) as stream:
+            index = TarIndex.from_json(stream.read())
+    except (FileNotFoundError, OSError):
+        return None
+    return index if index is not None and index.size == size else None
+
+
+def index_shard(filesystem: pafs.FileSystem, path: str, size: int | None) -> TarIndex:
+    """Shard ``path``'s index: its sidecar's when current, else from a scan."""
+    index = read_sidecar(filesystem, path, size)
+    if index is not None:
+        return index
+    if size is None:
+        size = filesystem.get_file_info(path).size or 0
+    try:
+        with filesystem.open_input_stream(path) as stream:
+            return scan(stream, path, size)
+    except ArgumentValueError:
+        raise
+    except OSError as error:
+        raise ArgumentValueError(_not_a_tar(path, str(error))) from error

@@ -1,0 +1,328 @@
+"""``write_tar_shards``: a dataset or an iterable of sample dicts as WebDataset tar shards.
+
+Each sample becomes consecutive members ``<key>.<field>`` of a shard
+(:func:`encode_field` says how each value becomes bytes), and each shard gets
+its index beside it (``<shard>.idx``, :mod:`._tar_index`), so a
+:class:`~dataloader.TarStream` built on them reads one small file per shard
+instead of scanning it. The conventions are ``write_parquet_shards``': shards
+``part-00000.tar``, ... written under temporary names and renamed when whole,
+the ``_WRITE_IN_PROGRESS`` marker there from the first change to the last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import posixpath
+import re
+import tarfile
+import time
+import uuid
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from .._validate import check_bool, check_positive_int
+from ..errors import ArgumentTypeError, ArgumentValueError
+from ._files import WRITE_IN_PROGRESS
+from ._shard_files import finish_directory, open_directory, uri_of
+from ._tar_index import SIDECAR_SUFFIX, TarIndex
+
+# Without explicit sizes, a shard ends after the sample that takes it past this many bytes.
+SHARD_BYTES = 256 * 2**20
+MAX_SHARDS = 100_000  # five digits keep the names in order when sorted as text
+KEY = "__key__"
+_SHARD = re.compile(r"^part-\d{5}\.tar(\.idx)?$")
+_TEMP = re.compile(r"^\.part-\d{5}\.tar(\.idx)?\.tmp-[0-9a-f]+$")
+
+
+def write_tar_shards(
+    data: Any,
+    directory: str | os.PathLike[str],
+    samples_per_shard: int | None = None,
+    *,
+    shard_bytes: int | None = None,
+    progress: bool = False,
+    filesystem: pafs.FileSystem | None = None,
+    overwrite: bool = False,
+) -> list[str]:
+    """Write ``data`` as WebDataset shards ``part-00000.tar``, ``part-00001.tar``, ... in ``directory``.
+
+    Args:
+        data: a map dataset (``len`` and ``[i]``) or an iterable of samples (a
+            :class:`~dataloader.StreamDataset`, a generator), each sample a dict.
+        directory: a local path, a URI (``file:///...``, ``s3://...``) or, with
+            ``filesystem``, a path on that filesystem. Created if missing.
+        samples_per_shard: samples in each shard but the last.
+        shard_bytes: a shard ends after the sample that takes it to this many bytes
+            (default: 256 MiB when ``samples_per_shard`` is not given). With both, a
+            shard ends at whichever comes first.
+        progress: show a tqdm bar of samples written (``pip install tqdm``).
+        filesystem: a ``pyarrow.fs`` filesystem ``directory`` is a path on.
+        overwrite: replace the shards an earlier write left in ``directory``.
+
+    Returns:
+        The shards' paths, in order (as URIs when ``directory`` was a URI).
+
+    A sample's ``__key__`` (a string) names its members, ``<key>.<field>``; without
+    one, its position in ``data``, zero-padded (``000000042``). Every other key is a
+    field, its value encoded by :func:`encode_field`: bytes as they are, ``str`` as
+    UTF-8, numbers and booleans as their text, dicts and lists as JSON, NumPy
+    arrays in the ``.npy`` format (``np.save``); ``None`` writes no member (the
+    sample lacks that field). Keys starting with ``__`` other than ``__key__``
+    (WebDataset's ``__url__`` and the like) are not written.
+
+    As ``write_parquet_shards`` does, it writes an empty ``_WRITE_IN_PROGRESS``
+    file first and deletes it last: while it is there readers refuse the
+    directory. Each shard and its ``.idx`` are written under temporary names and
+    renamed when whole.
+    """
+    limits = _limits(samples_per_shard, shard_bytes)
+    check_bool("progress", progress)
+    check_bool("overwrite", overwrite)
+    samples = _samples(data)
+    fs, path, uri = open_directory(directory, filesystem)
+    bar_type = _progress_bar_type() if progress else None  # before any change: tqdm may be missing
+    prepare_tar_directory(fs, path, overwrite)
+    bar = None if bar_type is None else bar_type(
+        total=samples[1], unit="sample", desc="writing tar shards", dynamic_ncols=True
+    )
+    try:
+        writer = TarShardWriter(fs, path, *limits)
+        try:
+            for number, sample in enumerate(samples[0]):
+                writer.write(sample, number)
+                if bar is not None:
+                    bar.update(1)
+            paths = writer.close()
+        except BaseException as error:
+            writer.abort()
+            if hasattr(error, "add_note"):
+                error.add_note(
+                    f"write_tar_shards: {len(writer.paths)} whole shard(s) were written to {path!r} before "
+                    f"this error, and no partial one; {WRITE_IN_PROGRESS} stays there, so readers refuse the "
+                    "directory; pass overwrite=True to write them again."
+                )
+            raise
+        if not paths:
+            raise ArgumentValueError("`data` holds no samples; there is nothing to write.")
+        finish_directory(fs, path)
+    finally:
+        if bar is not None:
+            bar.close()
+    return [uri_of(p, uri) for p in paths]
+
+
+def _limits(samples_per_shard: Any, shard_bytes: Any) -> tuple[int | None, int | None]:
+    if samples_per_shard is not None:
+        check_positive_int("samples_per_shard", samples_per_shard)
+    if shard_bytes is not None:
+        check_positive_int("shard_bytes", shard_bytes)
+    if samples_per_shard is None and shard_bytes is None:
+        shard_bytes = SHARD_BYTES
+    return samples_per_shard, shard_bytes
+
+
+def _samples(data: Any) -> tuple[Iterator[Any], int | None]:
+    """(the samples, their number where known)."""
+    if isinstance(data, (str, bytes, Mapping)) or not (hasattr(data, "__iter__") or hasattr(data, "__getitem__")):
+        raise ArgumentTypeError(
+            "`data` must be a dataset (with __len__ and __getitem__) or an iterable of sample dicts; "
+            f"got {type(data).__name__}."
+        )
+    if hasattr(data, "__len__") and hasattr(data, "__getitem__"):
+        return (data[i] for i in range(len(data))), len(data)
+    return iter(data), None
+
+
+def _progress_bar_type() -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError as error:
+        raise ArgumentValueError(
+            "`progress=True` needs tqdm, which is not installed: pip install tqdm, or pass progress=False."
+        ) from error
+    return tqdm
+
+
+def prepare_tar_directory(fs: pafs.FileSystem, path: str, overwrite: bool) -> None:
+    """Create ``path``, or check that it holds no other tar files and, without ``overwrite``, no
+    earlier shards; then mark it in progress and remove what an earlier write left."""
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.File:
+        raise ArgumentValueError(f"`directory` names the file {path!r}; give a directory (it is created if missing).")
+    stale: list[str] = []
+    if info.type == pafs.FileType.NotFound:
+        fs.create_dir(path, recursive=True)
+    else:
+        stale = earlier_tar_shards(fs, path, overwrite)
+    with fs.open_output_stream(posixpath.join(path, WRITE_IN_PROGRESS)):
+        pass
+    for leftover in stale:
+        fs.delete_file(leftover)
+
+
+def earlier_tar_shards(fs: pafs.FileSystem, path: str, overwrite: bool) -> list[str]:
+    """The files an earlier write left in ``path`` (shards, indexes, temporary files), which
+    ``overwrite`` allows to replace; other tar files, or without ``overwrite`` those shards or
+    the marker of an unfinished write, are an error."""
+    listed = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    top = [f for f in listed if f.type == pafs.FileType.File and posixpath.dirname(f.path) == path.rstrip("/")]
+    ours = sorted(f.path for f in top if _SHARD.match(f.base_name))
+    foreign = sorted(
+        f.path for f in listed if f.type == pafs.FileType.File and f.path.endswith(".tar") and f.path not in ours
+    )
+    if foreign:
+        raise ArgumentValueError(
+            f"`directory` {path!r} holds tar files that are not shards of write_tar_shards "
+            f"({', '.join(posixpath.basename(p) for p in foreign[:3])}); a reader of the directory would mix "
+            "them with the new shards. Write to another directory, or move those files away."
+        )
+    shards = [p for p in ours if p.endswith(".tar")]
+    if not overwrite and any(f.base_name == WRITE_IN_PROGRESS for f in top):
+        raise ArgumentValueError(
+            f"`directory` {path!r} holds {WRITE_IN_PROGRESS}: an earlier write to it did not finish, and "
+            f"left {len(shards)} whole shard(s) of its data; pass overwrite=True to replace them, or write "
+            "to another directory."
+        )
+    if not overwrite and shards:
+        raise ArgumentValueError(
+            f"`directory` {path!r} already holds {len(shards)} tar shard(s); pass overwrite=True to "
+            "replace them, or write to another directory."
+        )
+    return ours + [f.path for f in top if _TEMP.match(f.base_name)]
+
+
+def shard_name(number: int) -> str:
+    return f"part-{number:05d}.tar"
+
+
+def encode_field(value: Any, key: str, field: str) -> bytes:
+    """A field's value as a member's bytes (see :func:`write_tar_shards`)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bool, int, float, np.integer, np.floating, np.bool_)):
+        return str(value.item() if isinstance(value, np.generic) else value).encode("ascii")
+    if isinstance(value, np.ndarray):
+        buffer = io.BytesIO()
+        np.save(buffer, value, allow_pickle=False)
+        return buffer.getvalue()
+    if isinstance(value, (dict, list, tuple)):
+        try:
+            return json.dumps(value).encode("utf-8")
+        except (TypeError, ValueError) as error:
+            raise ArgumentTypeError(
+                f"field {field!r} of sample {key!r} cannot be written as JSON ({error}); give it "
+                "plain values (str, numbers, lists, dicts), or encode it to bytes yourself."
+            ) from error
+    raise ArgumentTypeError(
+        f"field {field!r} of sample {key!r} is a {type(value).__name__}, which write_tar_shards cannot "
+        "store; give bytes, str, a number, a dict or list (JSON) or a NumPy array, or encode it to bytes yourself."
+    )
+
+
+class TarShardWriter:
+    """Writes samples into numbered shards, each with its index, cut by samples or bytes."""
+
+    def __init__(self, fs: pafs.FileSystem, directory: str, samples: int | None, size: int | None) -> None:
+        self.fs, self.directory, self.samples, self.size = fs, directory, samples, size
+        self.paths: list[str] = []
+        self.mtime = time.time()
+        self._keys: set[str] = set()
+        self._stream: Any = None
+        self._tar: tarfile.TarFile | None = None
+        self._temp = ""
+        self._offsets: list[int] = []
+        self._fields: set[str] = set()
+
+    def write(self, sample: Any, number: int) -> None:
+        if not isinstance(sample, Mapping):
+            raise ArgumentTypeError(
+                f"sample {number} is a {type(sample).__name__}; write_tar_shards writes dict samples "
+                "({'__key__': name, field: value, ...})."
+            )
+        key = self._key(sample, number)
+        members = [(f, encode_field(v, key, f)) for f, v in sample.items() if _is_field(f, key) and v is not None]
+        tar = self._shard()
+        self._offsets.append(tar.offset)
+        for field, data in members:
+            info = tarfile.TarInfo(f"{key}.{field}")
+            info.size, info.mtime, info.mode = len(data), self.mtime, 0o444
+            tar.addfile(info, io.BytesIO(data))
+            self._fields.add(field)
+        if len(self._offsets) == self.samples or (self.size is not None and tar.offset >= self.size):
+            self._finish_shard()
+
+    def close(self) -> list[str]:
+        if self._tar is not None:
+            self._finish_shard()
+        return self.paths
+
+    def abort(self) -> None:
+        """Delete the shard in progress; the finished ones stay (each is whole)."""
+        tar, self._tar = self._tar, None
+        if tar is None:
+            return
+        with contextlib.suppress(Exception):  # the error being handled is the one to report
+            tar.close()
+            self._stream.close()
+        with contextlib.suppress(OSError):
+            self.fs.delete_file(self._temp)
+
+    def _key(self, sample: Mapping[str, Any], number: int) -> str:
+        key = sample.get(KEY, f"{number:09d}")
+        if not isinstance(key, str) or not key or "." in posixpath.basename(key) or key.endswith("/"):
+            raise ArgumentValueError(
+                f"sample {number} has the key {key!r}; a key must be a non-empty string without a dot "
+                "after its last '/' (the first dot of a member's name ends the key)."
+            )
+        if key in self._keys:
+            raise ArgumentValueError(
+                f"sample {number} has the key {key!r}, which an earlier sample has; readers would merge "
+                "them or refuse the shard. Give every sample its own __key__."
+            )
+        self._keys.add(key)
+        return key
+
+    def _shard(self) -> tarfile.TarFile:
+        if self._tar is None:
+            number = len(self.paths)
+            if number >= MAX_SHARDS:
+                raise ArgumentValueError(
+                    f"the data needs more than {MAX_SHARDS:,} tar shards; raise samples_per_shard or "
+                    "shard_bytes so that the shards' names stay in order."
+                )
+            self._temp = posixpath.join(self.directory, f".{shard_name(number)}.tmp-{uuid.uuid4().hex}")
+            self._stream = self.fs.open_output_stream(self._temp)
+            self._tar = tarfile.open(fileobj=self._stream, mode="w|", format=tarfile.PAX_FORMAT)
+            self._offsets, self._fields = [], set()
+        return self._tar
+
+    def _finish_shard(self) -> None:
+        tar, self._tar = self._tar, None
+        end = tar.offset  # type: ignore[union-attr]
+        tar.close()  # type: ignore[union-attr]
+        self._stream.close()
+        final = posixpath.join(self.directory, shard_name(len(self.paths)))
+        size = self.fs.get_file_info(self._temp).size or 0
+        index = TarIndex(tuple(self._offsets), end, tuple(sorted(self._fields)), size)
+        self.fs.move(self._temp, final)
+        temp = posixpath.join(self.directory, f".{shard_name(len(self.paths))}{SIDECAR_SUFFIX}.tmp-{uuid.uuid4().hex}")
+        with self.fs.open_output_stream(temp) as stream:
+            stream.write(index.to_json().encode("utf-8"))
+        self.fs.move(temp, final + SIDECAR_SUFFIX)
+        self.paths.append(final)
+
+
+def _is_field(name: Any, key: str) -> bool:
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ArgumentTypeError(
+            f"sample {key!r} has the field name {name!r}; field names must be non-empty strings without '/'."
+        )
+    return not name.startswith("__")
+

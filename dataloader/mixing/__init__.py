@@ -1,0 +1,16 @@
+"""Weighted mixing of several sources into one stream: :class:`MixedStream`.
+
+Files:
+
+- ``_stream.py``: ``MixedStream``, the public stream: arguments, epochs, state, fingerprint.
+- ``_run.py``: one ``iter()`` in one process: the open sources, their counts, the stop rule;
+  ``MixStats`` and ``MixSourceStats``.
+- ``_draws.py``: which source each item comes from, a block of NumPy uniforms at a time.
+- ``_sources.py``: a source's kind, opening it for a source epoch, a map dataset's shard.
+- ``_checks.py``: the checks of the arguments and of a state to resume from.
+"""
+
+from ._run import MixSourceStats, MixStats
+from ._stream import MixedStream
+
+__all__ = ["MixSourceStats", "MixStats", "MixedStream"]

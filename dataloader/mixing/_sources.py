@@ -1,0 +1,113 @@
+"""The sources of a mix: what kind each is, how it is opened for a source epoch, and how a
+map dataset is cut into this process's share of its indices."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from .._digest import qualified_name
+from ..dataset import StreamDataset
+from ..errors import ArgumentTypeError
+
+MAP_ORDER = 0x6D6170  # keeps a map source's permutation apart from the draws of the same seed
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Where this process stands: the mix's seed, its rank of ``world_size``, its worker of ``workers``."""
+
+    seed: int
+    world_size: int
+    rank: int
+    worker: int
+    workers: int
+
+
+def is_map(source: Any) -> bool:
+    """True for a map dataset (``__getitem__`` and ``__len__``, not a stream), False for a stream."""
+    if isinstance(source, StreamDataset):
+        return False
+    return hasattr(source, "__getitem__") and hasattr(source, "__len__")
+
+
+def block(length: int, parts: int, part: int) -> tuple[int, int]:
+    """``[lo, hi)`` of part ``part`` when ``length`` items are cut into ``parts`` contiguous
+    blocks whose sizes differ by at most one (the first ones the larger)."""
+    size, extra = divmod(length, parts)
+    lo = part * size + min(part, extra)
+    return lo, lo + size + (part < extra)
+
+
+class Member:
+    """One source of a mix: its name, its place and weight, and what kind of source it is."""
+
+    def __init__(self, name: str, number: int, source: Any, weight: float) -> None:
+        self.name, self.number, self.source, self.weight = name, number, source, weight
+        if isinstance(source, type) or not (is_map(source) or hasattr(source, "__iter__")):
+            raise ArgumentTypeError(
+                f"MixedStream: source {name!r} must be a stream (a StreamDataset, or an object with "
+                f"__iter__) or a map dataset (with __getitem__ and __len__); got {_kind(source)}."
+            )
+        if hasattr(source, "__next__"):
+            raise ArgumentTypeError(
+                f"MixedStream: source {name!r} is an iterator ({type(source).__name__}), which can "
+                "be read only once; a mix opens each source again every source epoch. Give an "
+                "object whose __iter__ starts a fresh pass (a StreamDataset), or a map dataset."
+            )
+        self.is_map = is_map(source)
+        self.yields_batches = not self.is_map and getattr(source, "yields_batches", False) is True
+        self.keeps_state = not self.is_map and all(
+            callable(getattr(source, method, None)) for method in ("state_dict", "load_state_dict")
+        )
+
+    def open(self, epoch: int, shard: Shard, state: Any = None, taken: int = 0) -> Iterator[Any]:
+        """This process's items of source epoch ``epoch``, after the ``taken`` it already
+        delivered: a stream resumes from ``state`` (its own ``state_dict()``) where it keeps
+        one, else it is read from the start and its first ``taken`` items are dropped."""
+        if self.is_map:
+            return map(self.source.__getitem__, self._indices(epoch, shard)[taken:])
+        set_epoch = getattr(self.source, "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(epoch)
+        if self.keeps_state and state is not None:
+            self.source.load_state_dict(state)
+            resumed: Iterator[Any] = iter(self.source)
+            return resumed
+        items: Iterator[Any] = iter(self.source)
+        if taken:
+            collections.deque(itertools.islice(items, taken), maxlen=0)
+        return items
+
+    def _indices(self, epoch: int, shard: Shard) -> list[int]:
+        """This process's indices of a map source in source epoch ``epoch``: a permutation seeded by
+        ``(seed, source, epoch)``, cut into one block per rank and each into one per worker."""
+        length = len(self.source)
+        order = np.random.default_rng([shard.seed, MAP_ORDER, self.number, epoch]).permutation(length)
+        lo, hi = block(length, shard.world_size, shard.rank)
+        start, stop = block(hi - lo, shard.workers, shard.worker)
+        indices: list[int] = order[lo + start : lo + stop].tolist()
+        return indices
+
+    def state(self) -> Any:
+        """The stream's own ``state_dict()`` (None for a source that keeps none)."""
+        return self.source.state_dict() if self.keeps_state else None
+
+    def fingerprint(self) -> Any:
+        """What decides this source's order, as plain values: its own ``order_fingerprint()``,
+        else its class (and a map dataset's length)."""
+        own = getattr(self.source, "order_fingerprint", None)
+        if callable(own):
+            return own()
+        found: dict[str, Any] = {"type": qualified_name(self.source)}
+        if self.is_map:
+            found["length"] = len(self.source)
+        return found
+
+
+def _kind(value: Any) -> str:
+    return f"the class {value.__name__}" if isinstance(value, type) else type(value).__name__
