@@ -47,7 +47,7 @@ class Fetched:
 class ShardCache:
     """Remote files kept under ``directory``, at most ``limit`` bytes of them (None: no bound)."""
 
-    def __init__(self, directory: "str | os.PathLike[str]", limit: int | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike[str], limit: int | None = None) -> None:
         self.directory = os.path.abspath(os.path.expanduser(os.fspath(directory)))
         self.limit = limit
         try:
