@@ -104,7 +104,8 @@ def test_a_store_that_keeps_failing_ends_in_an_error_naming_the_object_and_the_a
     error = caught.value
     assert error.attempts == 3
     assert "part-0.parquet" in str(error) and "3 attempts" in str(error) and "retries=" in str(error)
-    assert "503" in error.cause or "SlowDown" in error.cause or "SLOW_DOWN" in error.cause
+    # pyarrow reports the 503 as SLOW_DOWN or SERVICE_UNAVAILABLE, by what its buffer held.
+    assert any(word in error.cause for word in ("503", "SlowDown", "SLOW_DOWN", "SERVICE_UNAVAILABLE"))
 
 
 @pytest.mark.parametrize("status, words", [(404, "no such object"), (403, "credentials")])
@@ -266,7 +267,7 @@ def test_map_datasets_read_remote_files_through_the_cache(dataset, s3_proxy, tmp
     assert [int(arrow[i]["id"]) for i in range(100)] == list(range(100))
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate])
 @given(
     world=st.integers(1, 3), workers=st.integers(1, 3), batch=st.sampled_from([7, 64, 300]),
     shuffle=st.booleans(), window=st.sampled_from([0, 50]), stop=st.floats(0, 1), data=st.data(),
