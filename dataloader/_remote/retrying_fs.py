@@ -9,14 +9,19 @@ a row group costs that range again, not the epoch. Reads address byte ranges
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
+import threading
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .retry import RetryPolicy, call_with_retries
+
+# Files a filesystem keeps open for its readers (each open asks the store for the file's size).
+OPEN_FILES = 64
 
 
 def retrying(filesystem: pafs.FileSystem, policy: RetryPolicy) -> pafs.FileSystem:
@@ -44,13 +49,44 @@ class RetryingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
     def __init__(self, inner: pafs.FileSystem, policy: RetryPolicy) -> None:
         self._inner, self.policy = inner, policy
         self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._files: collections.OrderedDict[str, pa.NativeFile] = collections.OrderedDict()
+        self._opening: dict[str, threading.Lock] = {}
 
     @property
     def inner(self) -> pafs.FileSystem:
         """The filesystem requests go to, this process's own."""
         if self._pid != os.getpid():
             self._inner, self._pid = pickle.loads(pickle.dumps(self._inner)), os.getpid()
+            self._lock, self._files, self._opening = threading.Lock(), collections.OrderedDict(), {}
         return self._inner
+
+    def inner_file(self, path: str) -> pa.NativeFile:
+        """``path`` opened on the inner filesystem, once for all the threads that read it (its
+        ``read_at`` is safe to share): opening asks the store for the size each time, a request
+        as costly as reading a row group from a server that answers few requests per second."""
+        inner = self.inner
+        with self._lock:
+            opening = self._opening.setdefault(path, threading.Lock())
+        with opening:  # a second thread asking for the path waits for the first one's file
+            with self._lock:
+                file = self._files.pop(path, None)
+                if file is not None:
+                    self._files[path] = file
+                    return file
+            file = inner.open_input_file(path)
+            with self._lock:
+                self._files[path] = file
+                self._opening.pop(path, None)
+                while len(self._files) > OPEN_FILES:
+                    self._files.popitem(last=False)  # closed when its last reader lets go
+            return file
+
+    def forget(self, path: str, file: pa.NativeFile) -> None:
+        """Drop ``path``'s shared file after a failed read, so the next read opens it again."""
+        with self._lock:
+            if self._files.get(path) is file:
+                del self._files[path]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return RetryingHandler, (self._inner, self.policy)
@@ -77,7 +113,7 @@ class RetryingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
         )
 
     def open_input_file(self, path: str) -> pa.NativeFile:
-        return pa.PythonFile(_RetryingInput(self.inner, path, self.policy), mode="r")
+        return pa.PythonFile(_RetryingInput(self, path), mode="r")
 
     def open_input_stream(self, path: str) -> pa.NativeFile:
         return self.open_input_file(path)
@@ -118,25 +154,22 @@ class _RetryingInput:
     failed one did, on a file opened again (a reset connection leaves the old one unusable).
     """
 
-    def __init__(self, inner: pafs.FileSystem, path: str, policy: RetryPolicy) -> None:
-        self._inner, self._path, self._policy = inner, path, policy
+    def __init__(self, handler: RetryingHandler, path: str) -> None:
+        self._handler, self._path, self._policy = handler, path, handler.policy
         self._file: pa.NativeFile | None = None
         self._position = 0
         self.closed = False
-        self._size = call_with_retries(lambda: self._handle().size(), f"the size of {path!r}", policy)
+        self._size = call_with_retries(lambda: self._handle().size(), f"the size of {path!r}", self._policy)
 
     def _handle(self) -> pa.NativeFile:
         if self._file is None:
-            self._file = self._inner.open_input_file(self._path)
+            self._file = self._handler.inner_file(self._path)
         return self._file
 
     def _drop(self) -> None:
         file, self._file = self._file, None
         if file is not None:
-            try:
-                file.close()
-            except OSError:
-                pass  # a broken connection may not close cleanly; it is dropped either way
+            self._handler.forget(self._path, file)  # the shared file may be broken: the next read opens another
 
     def _read_at(self, size: int, offset: int) -> Any:
         try:
@@ -182,5 +215,5 @@ class _RetryingInput:
         return False
 
     def close(self) -> None:
-        self._drop()
+        self._file = None  # the shared file stays open for the next reader of the path
         self.closed = True

@@ -23,6 +23,7 @@ filter is applied to the rows read.
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator
@@ -44,6 +45,8 @@ from ._table_dataset import check_same_columns
 OPEN_FILES = 8
 # Footers read at once when the files are remote (each read is a round trip or two).
 METADATA_THREADS = 8
+# Remote files a reader opens ahead of the pieces it reads, and the threads that open them.
+WARM_FILES, WARM_THREADS = 8, 4
 # The column a partial-row-group filter reads its matches into.
 _MATCH = "__dataloader_filter_match__"
 
@@ -118,6 +121,7 @@ class Reader:
     def __init__(self, units: Units) -> None:
         self.units = units
         self._open: collections.OrderedDict[int, Any] = collections.OrderedDict()
+        self.shared = _Shared()  # with the readers of the read-ahead threads
         self._thread_readers: list[Reader] = []
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -128,6 +132,8 @@ class Reader:
         budget = self.units.read_ahead
         read = self.read_piece
         if budget > 0:
+            if is_remote(self.units.filesystem) and self.units.cache is None:
+                pieces = self._warming(list(pieces))
             self._ahead = read_ahead(pieces, self._read_in_thread, self.units.piece_bytes, budget)
             pieces, read = self._ahead, _itself  # type: ignore[assignment]
         for piece in pieces:
@@ -135,10 +141,42 @@ class Reader:
             if table.num_rows:
                 yield table
 
+    def _warming(self, pieces: list[Piece]) -> Iterator[Piece]:
+        """``pieces``, while the next ``WARM_FILES`` files they reach are opened ahead in
+        threads of their own. Opening a remote file is a chain of round trips (its size, its
+        stamp, a Parquet footer) that every thread reading it would otherwise wait for in turn
+        at each file boundary; opened ahead, the readers find it all in :attr:`shared`."""
+        files = list(dict.fromkeys(self.units.units[piece.unit][0] for piece in pieces))
+        rank = {file: position for position, file in enumerate(files)}
+        pool = ThreadPoolExecutor(WARM_THREADS, thread_name_prefix="dataloader-open-ahead")
+        opened = 0
+        try:
+            for piece in pieces:
+                horizon = min(len(files), rank[self.units.units[piece.unit][0]] + WARM_FILES)
+                for file in files[opened:horizon]:
+                    pool.submit(self._warm, file)
+                opened = max(opened, horizon)
+                yield piece
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _warm(self, index: int) -> None:
+        """Open file ``index`` once, checked, and let it go: what it learnt stays in ``shared``.
+        A failure is left to the read that needs the file, which raises it in its place."""
+        reader = type(self)(self.units)
+        reader.shared = self.shared
+        try:
+            reader.file(index)
+        except Exception:  # noqa: BLE001 - told by the read of the file, where it belongs
+            pass
+        finally:
+            reader.close()
+
     def _read_in_thread(self, piece: Piece) -> pa.Table:
         reader = getattr(self._local, "reader", None)
         if reader is None:
             reader = self._local.reader = type(self)(self.units)
+            reader.shared = self.shared
             with self._lock:
                 self._thread_readers.append(reader)
         return reader.read_piece(piece)
@@ -155,11 +193,14 @@ class Reader:
             path = units.paths[index]
             if units.cache is not None:
                 handle = self._open_cached(index)
-            else:
-                handle = open_checked(
-                    lambda: self._open_file(units.filesystem, path), _close, self._counts, units.filesystem, path,
-                    units.stamps[index], units.file_counts[index], units.kind, units.unit_name + "s",
-                )
+            else:  # the file's stamp and footer are read at its first opening in this iteration
+                with self.shared.first(index):
+                    handle = open_checked(
+                        lambda: self._open_file(units.filesystem, path), _close, self._counts, units.filesystem,
+                        path, units.stamps[index], units.file_counts[index], units.kind, units.unit_name + "s",
+                        recheck=index not in self.shared.checked,
+                    )
+                    self.shared.checked.add(index)
             while len(self._open) >= OPEN_FILES:
                 _close(self._open.popitem(last=False)[1])
         self._open[index] = handle
@@ -225,8 +266,13 @@ class ParquetReader(Reader):
     def _open_file(self, filesystem: pafs.FileSystem, path: str) -> Any:
         # Remote: a row group's column chunks in as few ranged requests as pyarrow can merge them into.
         filesystem, verify, remote = mapped(filesystem), self.units.verify_checksums, is_remote(filesystem)
-        if self.units.filter is None:
-            return pq.ParquetFile(path, filesystem=filesystem, page_checksum_verification=verify, pre_buffer=remote)
+        if self.units.filter is None:  # a footer already read in this iteration is not read again
+            file = pq.ParquetFile(
+                path, filesystem=filesystem, page_checksum_verification=verify, pre_buffer=remote,
+                metadata=self.shared.footers.get(path),
+            )
+            self.shared.footers[path] = file.metadata
+            return file
         options = ds.ParquetFragmentScanOptions(page_checksum_verification=verify, pre_buffer=remote)
         return ds.ParquetFileFormat(default_fragment_scan_options=options).make_fragment(path, filesystem=filesystem)
 
@@ -355,6 +401,26 @@ def _close(handle: Any) -> None:
     close = getattr(handle[0] if isinstance(handle, tuple) else handle, "close", None)
     if close is not None:
         close()
+
+
+class _Shared:
+    """What a reader and the readers of its read-ahead threads learn once for all of them: the
+    files whose stamps were checked, the Parquet footers read. Threads that ask for the same
+    key at once wait for the first one's answer: on a store each is a request."""
+
+    def __init__(self) -> None:
+        self.checked: set[int] = set()
+        self.footers: dict[str, pq.FileMetaData] = {}
+        self._lock = threading.Lock()
+        self._keys: dict[Any, threading.Lock] = {}
+
+    @contextlib.contextmanager
+    def first(self, key: Any) -> Iterator[None]:
+        """Hold ``key``'s lock: the second thread to ask finds what the first one stored."""
+        with self._lock:
+            lock = self._keys.setdefault(key, threading.Lock())
+        with lock:
+            yield
 
 
 def _itself(table: pa.Table) -> pa.Table:

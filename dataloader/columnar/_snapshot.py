@@ -75,16 +75,19 @@ def check_stamp(filesystem: pafs.FileSystem, path: str, stamp: Stamp, kind: str)
 def open_checked(
     open_file: Callable[[], Handle], close: Callable[[Handle], None], counts: Callable[[Handle], list[int] | None],
     filesystem: pafs.FileSystem, path: str, stamp: Stamp, planned: Sequence[int], kind: str, what: str = "row groups",
+    recheck: bool = True,
 ) -> Handle:
-    """``open_file()``, checked to be the file planned with: its stamp, and its units' row counts
-    (``counts``, None where too costly to know) against ``planned``. A failed open is told by
-    what changed when the file did, else as a read error; a handle that fails a check is closed."""
+    """``open_file()``, checked to be the file planned with: its stamp (unless ``recheck`` is
+    False: checked already in this iteration), and its units' row counts (``counts``, None where
+    too costly to know) against ``planned``. A failed open is told by what changed when the file
+    did, else as a read error; a handle that fails a check is closed."""
     try:
         handle = open_file()
     except Exception as error:
         check_stamp(filesystem, path, stamp, kind)  # the likelier cause
         raise read_error(error, path, kind) from error
-    return _checked(handle, close, lambda: check_stamp(filesystem, path, stamp, kind), counts, path, planned, kind, what)
+    check = (lambda: check_stamp(filesystem, path, stamp, kind)) if recheck else (lambda: None)
+    return _checked(handle, close, check, counts, path, planned, kind, what)
 
 
 def _checked(

@@ -8,6 +8,7 @@ what repeats a failed request here is the library's.
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
 
@@ -87,7 +88,7 @@ def test_workers_read_the_remote_files_exactly_once(dataset, s3_proxy):
 def test_transient_errors_and_resets_are_retried_to_the_same_rows(dataset, s3_proxy):
     local, remote = dataset
     expected = _ids(ParquetStream(local, batch_size=64, shuffle=True))
-    s3_proxy.error_rate = 0.1  # a 503 SlowDown on one GET in ten
+    s3_proxy.error_rate = 0.2  # a 503 SlowDown on one GET in five
     s3_proxy.reset_next(3, after_bytes=100)  # and three connections reset after 100 bytes of the body
     stream = ParquetStream(remote, filesystem=pyarrow_s3(s3_proxy.endpoint), batch_size=64, shuffle=True, retries=8)
     assert _ids(stream) == expected
@@ -129,6 +130,21 @@ def test_reads_ahead_overlap_their_round_trips(dataset, s3_proxy):
     stream = ParquetStream(remote, filesystem=pyarrow_s3(s3_proxy.endpoint), batch_size=250, columns=["id"])
     assert _ids(stream) == _ids(ParquetStream(local, batch_size=250, columns=["id"]))
     assert s3_proxy.max_in_flight >= 2  # requests for later row groups went out before earlier ones returned
+
+
+def test_each_file_costs_one_open_one_stamp_and_one_footer_however_many_threads_read_it(dataset, s3_proxy):
+    """The store is asked for a file's size, stamp and footer once per reading process, not once
+    per read-ahead thread: on a server that answers few requests a second, that is the rate."""
+    local, remote = dataset
+    s3_proxy.methods = frozenset({"GET", "HEAD"})
+    s3_proxy.latency = 0.01  # threads reach each file together
+    stream = ParquetStream(remote, filesystem=pyarrow_s3(s3_proxy.endpoint), batch_size=250, shuffle=True)
+    groups = sum(-(-size // 250) for size in SIZES)
+    s3_proxy.reset_counters()
+    assert sorted(_ids(stream)) == list(range(ROWS))
+    kinds = collections.Counter(method for method, _ in s3_proxy.requests.elements())
+    assert kinds["GET"] <= groups + len(SIZES)  # a request per row group, a footer per file
+    assert kinds["HEAD"] <= 2 * len(SIZES)  # a file's size (its opening), its stamp
 
 
 def test_the_second_epoch_reads_the_cache_not_the_store(dataset, s3_proxy, tmp_path):
