@@ -225,3 +225,28 @@ def as_worker(worker: int, workers: int) -> Iterator[None]:
     info = WorkerInfo(worker, workers, 0, None) if workers else None
     with mock.patch.object(dataloader.worker, "current_worker_info", lambda: info):
         yield
+
+
+def check_loader_resumes(make_loader: Callable[[], Any], column: str, cut: int, epochs: int = 2) -> None:
+    """A loader saved after ``cut`` batches (counted over ``epochs`` epochs, modulo their
+    batches) and resumed in a new loader gives the batches of the uninterrupted run, by the
+    values of ``column``."""
+
+    def read(loader: Any, count: int) -> list[list[int]]:
+        return [[int(i) for i in batch[column]] for _ in range(count) for batch in loader]
+
+    full = read(make_loader(), epochs)
+    if not full:
+        return
+    cut %= len(full)
+    first, head = make_loader(), []
+    for _ in range(epochs):
+        batches = iter(first)
+        while len(head) < cut and (batch := next(batches, None)) is not None:
+            head.append([int(i) for i in batch[column]])
+        if len(head) == cut:
+            break
+    state = first.state_dict()
+    resumed = make_loader()
+    resumed.load_state_dict(state)
+    assert head + read(resumed, epochs - state["epoch"]) == full

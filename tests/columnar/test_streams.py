@@ -23,7 +23,7 @@ from dataloader.transform import Transform
 from dataloader.columnar import ArrowStream, ParquetStream, StreamStats
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError, WorkerDiedError
 from tests.columnar._mapping import TellsIfMapped, is_mapped, needs_maps
-from tests.harness import as_worker, collect
+from tests.harness import as_worker, check_loader_resumes, collect
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -329,25 +329,7 @@ def test_a_loader_resumes_a_stream_exactly_where_its_state_was_taken(
                 return DataLoader(stream_type(folder, batch_size=batch_size, **options), StreamSampler())
             return DataLoader(stream_type(folder, **options), StreamSampler(batch_size))
 
-        def epochs(source: DataLoader, count: int) -> list[list[int]]:
-            return [[int(i) for i in batch["id"]] for _ in range(count) for batch in source]
-
-        full = epochs(loader(), 2)
-        if not full:
-            return
-        cut = cut % len(full)
-        first = loader()
-        head: list[list[int]] = []
-        for _ in range(2):
-            it = iter(first)
-            while len(head) < cut and (batch := next(it, None)) is not None:
-                head.append([int(i) for i in batch["id"]])
-            if len(head) == cut:
-                break
-        state = first.state_dict()
-        resumed = loader()
-        resumed.load_state_dict(state)
-        assert head + epochs(resumed, 2 - state["epoch"]) == full
+        check_loader_resumes(loader, "id", cut)
 
 
 @needs_maps

@@ -18,7 +18,7 @@ from dataloader.columnar._tar_index import TarIndex, index_shard, read_sidecar
 from dataloader.columnar._tar_units import TarReader
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataFileError, SourceChangedError
 import pyarrow.fs as pafs
-from tests.harness import as_worker
+from tests.harness import as_worker, check_loader_resumes
 
 SMALL = settings(max_examples=25, deadline=None)
 
@@ -248,22 +248,7 @@ def test_a_loader_resumes_mid_epoch_exactly(sizes, batch_size, batched, shuffle,
                 return DataLoader(TarStream(folder, batch_size=batch_size, **options), StreamSampler())
             return DataLoader(TarStream(folder, **options), StreamSampler(batch_size))
 
-        def epochs(source: DataLoader, count: int) -> list[list[int]]:
-            return [[int(i) for i in batch["cls"]] for _ in range(count) for batch in source]
-
-        full = epochs(loader(), 2)
-        cut = cut % len(full)
-        first, head = loader(), []
-        for _ in range(2):
-            it = iter(first)
-            while len(head) < cut and (batch := next(it, None)) is not None:
-                head.append([int(i) for i in batch["cls"]])
-            if len(head) == cut:
-                break
-        state = first.state_dict()
-        resumed = loader()
-        resumed.load_state_dict(state)
-        assert head + epochs(resumed, 2 - state["epoch"]) == full
+        check_loader_resumes(loader, "cls", cut)
 
 
 def test_the_stream_state_resumes_its_own_shard(tmp_path):
