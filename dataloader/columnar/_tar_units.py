@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 from ..errors import ArgumentValueError, DataFileError
 from ._readers import Reader, Units
 from ._sharding import Piece
-from ._tar_index import SampleGrouper, TarIndex, index_shard
+from ._tar_index import SampleGrouper, TarIndex, index_shard, read_sidecar
 
 KEY = "__key__"
 # A column the reader adds for the stream's error messages (which shard a row came from); the
@@ -65,8 +65,15 @@ class TarUnits(Units):
     def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
         """The shard's fields and sample count, from its index (the base reads remote shards'
         metadata on a few threads at once, so the sidecars' round trips overlap)."""
-        size = self.stamps[self._positions[path]].size
-        index = self._found[path] = index_shard(self.filesystem, path, size)
+        stamp = self.stamps[self._positions[path]]
+        index = read_sidecar(self.filesystem, path, stamp.size)
+        if index is None and self.cache is not None:
+            # A scan reads the whole shard: into the cache, where the first epoch finds it.
+            copy = self.cache.fetch(self.filesystem, path, stamp.size, stamp.mtime_ns)
+            index = index_shard(pafs.LocalFileSystem(), copy.path, stamp.size)
+        if index is None:
+            index = index_shard(self.filesystem, path, stamp.size)
+        self._found[path] = index
         return fields_schema(index.fields), [index.samples]
 
     def _same_schema(self, schema: pa.Schema, path: str, columns: Any) -> None:

@@ -1,0 +1,70 @@
+"""WebDataset tar shards in a real S3 API: the samples of the local shards, by brace pattern and
+through fsspec, with and without their indexes, from the cache after one fetch."""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import pytest
+
+from dataloader import DataLoader, StreamSampler, TarStream, write_tar_shards
+from tests.remote.s3 import pyarrow_s3, s3fs_filesystem, upload_tree
+
+SHARDS = 4
+
+
+@pytest.fixture
+def shards(tmp_path, s3_server, bucket):
+    """Tar shards of 23 samples each (the last shorter), on the disk and under ``bucket/tars/``."""
+    folder = tmp_path / "tars"
+    samples = [{"__key__": f"k{i:04d}", "cls": i, "txt": f"sample {i}", "bin": bytes([i % 256]) * (i + 1)}
+               for i in range(80)]
+    write_tar_shards(samples, folder, samples_per_shard=23)
+    upload_tree(s3_server.endpoint, bucket, str(folder), prefix="tars/")
+    return str(folder), bucket
+
+
+def _keys(stream) -> list[str]:
+    return [row["__key__"] for row in stream]
+
+
+def test_remote_shards_by_brace_pattern_give_the_local_samples(shards, s3_proxy):
+    local, bucket = shards
+    pattern = "tars/part-{00000..00003}.tar"
+    options = dict(shuffle=True, seed=2, shuffle_buffer=10)
+    expected = list(TarStream(os.path.join(local, "part-{00000..00003}.tar"), **options))
+    remote = TarStream(f"{bucket}/{pattern}", filesystem=pyarrow_s3(s3_proxy.endpoint), **options)
+    assert list(remote) == expected
+    uri = TarStream(f"s3://{bucket}/{pattern}", filesystem=s3fs_filesystem(s3_proxy.endpoint), **options)
+    assert _keys(uri) == [row["__key__"] for row in expected]
+    first = expected[0]
+    assert first["txt"] == f"sample {int(first['cls'])}" and first["__key__"] == f"k{int(first['cls']):04d}"
+
+
+def test_workers_read_every_remote_sample_once_through_faults(shards, s3_proxy):
+    _, bucket = shards
+    stream = TarStream(f"{bucket}/tars", filesystem=pyarrow_s3(s3_proxy.endpoint), shuffle=True, retries=10)
+    s3_proxy.error_rate = 0.3
+    s3_proxy.reset_next(2, after_bytes=50)
+    loader = DataLoader(stream, StreamSampler(batch_size=8), num_workers=2, parallel_stream=True)
+    labels = sorted(int(i) for batch in loader for i in batch["cls"])
+    assert labels == list(range(80))
+    assert "reset" in {kind for kind, _ in s3_proxy.faults}
+
+
+def test_shards_without_indexes_are_scanned_into_the_cache_once(shards, s3_server, s3_proxy, tmp_path):
+    local, bucket = shards
+    for name in os.listdir(local):
+        if name.endswith(".idx"):
+            os.remove(os.path.join(local, name))
+    upload_tree(s3_server.endpoint, bucket, local, prefix="bare/")  # the shards alone
+    cache = str(tmp_path / "cache")
+    s3_proxy.reset_counters()
+    stream = TarStream(f"{bucket}/bare", filesystem=pyarrow_s3(s3_proxy.endpoint), cache_dir=cache)
+    fetched = collections.Counter(key for (method, key) in s3_proxy.requests.elements() if method == "GET")
+    shards_fetched = {key for key in fetched if key.endswith(".tar")}
+    assert len(shards_fetched) == SHARDS  # the build read each shard whole, once, into the cache
+    s3_proxy.reset_counters()
+    assert _keys(stream) == _keys(TarStream(local))
+    assert not [key for (method, key) in s3_proxy.requests if method == "GET"]  # the epoch read the copies
