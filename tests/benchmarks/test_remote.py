@@ -20,7 +20,7 @@ SERVER_MODULES = ("moto", "flask", "flask_cors", "boto3")
 
 
 @pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in SERVER_MODULES),
-                    reason="moto[server] is not installed")
+                    reason="moto's S3 server cannot run (moto[s3], flask, flask-cors: the test extra)")
 def test_a_tiny_run_measures_every_contender_at_every_place(tmp_path):
     out = tmp_path / "out.json"
     done = subprocess.run(

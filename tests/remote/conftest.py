@@ -10,7 +10,7 @@ import pytest
 
 from tests.remote.s3 import CLIENT_ENV, FaultProxy, S3Server, S3ServerError, create_bucket
 
-# What moto's standalone server imports besides moto itself (its "server" extra).
+# What moto's standalone S3 server imports (the test extra installs them).
 _SERVER_MODULES = ("moto", "flask", "flask_cors", "boto3")
 
 
@@ -19,7 +19,7 @@ def s3_server() -> Iterator[S3Server]:
     """moto's S3 server in a subprocess on 127.0.0.1; skips the test if it cannot run."""
     missing = [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
     if missing:
-        pytest.skip(f"moto[server] is not installed (pip install -e '.[test]'); missing: {', '.join(missing)}")
+        pytest.skip(f"moto's S3 server cannot run (pip install -e '.[test]'); missing: {', '.join(missing)}")
     try:
         server = S3Server()
     except S3ServerError as error:
