@@ -7,25 +7,31 @@ readers run in ``DataLoader(stream, StreamSampler(...), num_workers=N, parallel_
 WebDataset's in ``torch.utils.data.DataLoader(num_workers=N, batch_size=None)`` over its own
 pipeline (``WebDataset(urls).map(decode_crop).batched(32)``), its remote shards opened with
 ``pipe:curl`` of presigned URLs through the same proxy (moto refuses anonymous GETs).
-WebDataset's loader keeps PyTorch's default start method, ``fork``.
+WebDataset's loader keeps PyTorch's default start method, ``fork``. MosaicML ``streaming`` reads
+the same samples as MDS shards (``write_mds``): a ``StreamingDataset`` that decodes and crops in
+``__getitem__``, in ``torch.utils.data.DataLoader(batch_size=32, num_workers=N)`` (``fork``);
+remote, ``remote="s3://bucket/mds"`` with a fresh empty ``local=`` directory per run and the proxy
+as ``S3_ENDPOINT_URL``; local, ``remote=None`` over the MDS directory itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
+import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from dataloader import DataLoader, ParquetStream, StreamSampler, TarStream
 
-from .remote_data import PARQUET_PREFIX, TAR_PREFIX, Data, DecodeCrop, decode_crop
+from .remote_data import MDS_PREFIX, PARQUET_PREFIX, TAR_PREFIX, Data, DecodeCrop, decode_crop
 
 ROW_BATCH, IMAGE_BATCH = 1024, 32
 PARQUET, TAR = "parquet", "tar jpeg"
-OURS, WDS = "ours", "webdataset"
+OURS, WDS, STREAMING = "ours", "webdataset", "streaming"
 LOCAL = "local"
 
 
@@ -55,7 +61,7 @@ class Epoch:
 @dataclass(frozen=True)
 class Contender:
     workload: str
-    reader: str  # OURS or WDS
+    reader: str  # OURS, WDS or STREAMING
     mode: str  # "cold" (a fresh reader, no cache) or "cached" (the 2nd epoch over a filled cache_dir)
     run: Callable[[Where, int, str], Epoch]  # (where, workers, start method) -> the timed epoch
     needs: tuple[str, ...] = ()  # modules it cannot run without
@@ -158,6 +164,59 @@ def webdataset(where: Where, workers: int, start_method: str) -> Epoch:
     return epoch
 
 
+def _decoding_dataset() -> type:
+    """A ``StreamingDataset`` whose samples come decoded and cropped (:func:`decode_crop`)."""
+    from streaming import StreamingDataset
+
+    class DecodingDataset(StreamingDataset):
+        def __getitem__(self, index: int) -> tuple[Any, int]:
+            return decode_crop(super().__getitem__(index))
+
+    return DecodingDataset
+
+
+@contextlib.contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``variables`` set (inherited by forked workers), as it was afterwards."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def streaming(where: Where, workers: int, start_method: str) -> Epoch:
+    """One epoch of MosaicML streaming over the MDS shards; its shared memory cleaned up after."""
+    import torch.utils.data
+    from streaming.base.util import clean_stale_shared_memory
+
+    from tests.remote.s3 import CLIENT_ENV
+
+    with contextlib.ExitStack() as stack:
+        if where.endpoint is None:
+            options = {"remote": None, "local": str(where.data.mds)}
+        else:
+            stack.enter_context(environment({**CLIENT_ENV, "S3_ENDPOINT_URL": where.endpoint}))
+            local = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-remote-mds-"))
+            options = {"remote": f"s3://{where.bucket}/{MDS_PREFIX.rstrip('/')}", "local": local}
+        clean_stale_shared_memory()
+        begin = time.perf_counter()
+        dataset = _decoding_dataset()(**options, batch_size=IMAGE_BATCH)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=IMAGE_BATCH, num_workers=workers)
+        build = time.perf_counter() - begin
+        try:
+            return _epoch(loader, build)
+        finally:
+            del loader, dataset
+            gc.collect()
+            clean_stale_shared_memory()
+
+
 def missing(contender: Contender) -> list[str]:
     """The modules the contender needs that cannot be imported."""
     return [name for name in contender.needs if importlib.util.find_spec(name) is None]
@@ -170,4 +229,5 @@ def contenders() -> tuple[Contender, ...]:
         Contender(TAR, OURS, "cold", ours(TAR, "cold"), needs=("cv2",)),
         Contender(TAR, OURS, "cached", ours(TAR, "cached"), needs=("cv2",)),
         Contender(TAR, WDS, "cold", webdataset, needs=("cv2", "torch", "webdataset")),
+        Contender(TAR, STREAMING, "cold", streaming, needs=("cv2", "torch", "streaming")),
     )

@@ -1,9 +1,10 @@
-"""The remote-data bench's files, its S3 server and proxies, and the JPEG decode both tar readers run.
+"""The remote-data bench's files, its S3 server and proxies, and the JPEG decode every tar reader runs.
 
 :func:`write_data` writes, once per run, the tabular rows as Parquet files (4 numeric columns,
 ``ROW_GROUPS`` row groups per file) and encoded JPEGs of random sizes as WebDataset tar shards
-(``write_tar_shards``, with their ``.idx`` indexes), in a local directory; :func:`upload` puts
-both into a bucket of moto's S3 server. :class:`Proxy` is a ``FaultProxy`` in a child process of
+(``write_tar_shards``, with their ``.idx`` indexes), in a local directory, and :func:`write_mds`
+the same samples as MosaicML streaming's MDS shards; :func:`upload` puts them into a bucket of
+moto's S3 server. :class:`Proxy` is a ``FaultProxy`` in a child process of
 its own, with a fixed latency per object request (GET and HEAD), so that relaying the bytes does
 not take the measured process's CPU. :func:`decode_crop` is what every tar contender does to a
 sample: ``cv2.imdecode`` and a ``CROP_SIDE`` centre crop, in the loader's workers.
@@ -14,9 +15,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +30,7 @@ from dataloader.transform import Transform
 ROW_GROUPS = 8  # per Parquet file
 MIN_SIDE, MAX_SIDE, CROP_SIDE = 64, 224, 64
 CLASSES = 10
-PARQUET_PREFIX, TAR_PREFIX = "parquet/", "tar/"
+PARQUET_PREFIX, TAR_PREFIX, MDS_PREFIX = "parquet/", "tar/", "mds/"
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: tests.remote.s3 is imported from it
 
 
@@ -43,6 +45,11 @@ class Data:
     parquet_bytes: int
     tar_bytes: int
     shards: tuple[str, ...]  # the tar shards' names, in order
+
+    @property
+    def mds(self) -> Path:
+        """The directory :func:`write_mds` writes the tar shards' samples to, as MDS shards."""
+        return self.tar.parent / "mds"
 
 
 def tabular(rows: int, seed: int = 0) -> pa.Table:
@@ -88,12 +95,46 @@ def _size(directory: Path, suffix: str = "") -> int:
 
 
 def upload(endpoint: str, bucket: str, data: Data) -> None:
-    """Both directories into ``bucket`` (created), under ``PARQUET_PREFIX`` and ``TAR_PREFIX``."""
+    """The directories into ``bucket`` (created), under ``PARQUET_PREFIX``, ``TAR_PREFIX`` and, once
+    written, ``MDS_PREFIX``."""
     from tests.remote.s3 import create_bucket, upload_tree
 
     create_bucket(endpoint, bucket)
     upload_tree(endpoint, bucket, data.parquet, PARQUET_PREFIX)
     upload_tree(endpoint, bucket, data.tar, TAR_PREFIX)
+    if data.mds.is_dir():  # written where MosaicML streaming runs
+        upload_tree(endpoint, bucket, data.mds, MDS_PREFIX)
+
+
+def tar_samples(path: Path) -> Iterator[tuple[bytes, int]]:
+    """``(jpeg, label)`` of every sample of one tar shard, in order (members ``key.jpg``, ``key.cls``)."""
+    with tarfile.open(path) as tar:
+        sample: dict[str, bytes] = {}
+        for member in tar:
+            file = tar.extractfile(member)
+            if file is not None:
+                sample[member.name.rsplit(".", 1)[1]] = file.read()
+            if "jpg" in sample and "cls" in sample:
+                yield sample["jpg"], int(sample["cls"])
+                sample = {}
+
+
+def write_mds(data: Data) -> Path:
+    """The tar shards' samples once more as MosaicML streaming's MDS shards (columns ``jpg``: bytes,
+    ``cls``: int), written by its ``MDSWriter`` into ``data.mds``, uncompressed, with a size limit
+    that gives about as many shards as the tar has; the directory."""
+    from streaming import MDSWriter
+
+    samples = [s for name in data.shards for s in tar_samples(data.tar / name)]
+    payload = sum(len(jpg) + _MDS_SAMPLE_OVERHEAD for jpg, _ in samples)
+    with MDSWriter(out=str(data.mds), columns={"jpg": "bytes", "cls": "int"},
+                   size_limit=-(-payload // len(data.shards)) + _MDS_SAMPLE_OVERHEAD * 64) as writer:
+        for jpg, label in samples:
+            writer.write({"jpg": jpg, "cls": label})
+    return data.mds
+
+
+_MDS_SAMPLE_OVERHEAD = 16  # bytes an MDS sample adds to its JPEG (its offset, the length of the bytes, the int)
 
 
 def decode(data: bytes) -> np.ndarray:

@@ -200,13 +200,36 @@ class _ForwardReader:
 
 
 def read_sidecar(filesystem: pafs.FileSystem, path: str, size: int | None) -> TarIndex | None:
-    """The sidecar index of shard ``path`` when there is one recorded for a shard of ``size`` bytes."""
+    """The sidecar index of shard ``path`` when there is one recorded for a shard of ``size`` bytes
+    whose end is where the index says (:func:`_ends_as_indexed`)."""
     try:
         with filesystem.open_input_stream(path + SIDECAR_SUFFIX) as stream:
             index = TarIndex.from_json(stream.read())
+        if index is None or index.size != size:
+            return None
+        return index if _ends_as_indexed(filesystem, path, index) else None
     except (FileNotFoundError, OSError):
         return None
-    return index if index is not None and index.size == size else None
+
+
+def _ends_as_indexed(filesystem: pafs.FileSystem, path: str, index: TarIndex) -> bool:
+    """Whether the shard's last indexed sample starts with a tar header and the end-of-archive
+    blocks follow where the index says the samples end. Tar files are padded to records of 10
+    KiB, so a shard rewritten with more samples often keeps its size: with a size check alone its
+    old index would hide the samples past its old end, without an error. One ranged read."""
+    start = index.offsets[-1] if index.offsets else index.end
+    with filesystem.open_input_file(path) as file:
+        tail = bytes(file.read_at(index.end + 2 * BLOCK - start, start))
+    ending = tail[index.end - start:]
+    if len(ending) != 2 * BLOCK or any(ending):
+        return False
+    if not index.offsets:
+        return True
+    try:
+        tarfile.TarInfo.frombuf(tail[:BLOCK], "utf-8", "surrogateescape")  # checks the header's checksum
+    except tarfile.HeaderError:
+        return False
+    return True
 
 
 def index_shard(filesystem: pafs.FileSystem, path: str, size: int | None) -> TarIndex:

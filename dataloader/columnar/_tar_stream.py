@@ -101,10 +101,12 @@ class TarStream(ColumnarStream):
     The index: building the stream locates every sample of every shard (the
     offset of its first header) so that any run of samples is one ranged read.
     :func:`~dataloader.write_tar_shards` writes each shard's index beside it as
-    ``<shard>.idx``; with it, building reads one small file per shard (a few at
-    a time). A shard without one (written by ``tar`` or WebDataset's
-    ``TarWriter``), or whose ``.idx`` was recorded for a shard of another size,
-    is scanned instead: read once from start to end, which on object storage
+    ``<shard>.idx``; with it, building reads one small file per shard and the
+    shard's last sample and end (a few shards at a time). A shard without one
+    (written by ``tar`` or WebDataset's ``TarWriter``), or whose ``.idx`` was
+    recorded for a shard of another size or does not end where the shard's
+    samples end (a shard rewritten with more samples can keep its size: tar
+    files are padded to 10 KiB records), is scanned instead: read once from start to end, which on object storage
     means downloading every shard once when the stream is built. A file that is
     not a tar, or is truncated, is an :class:`~dataloader.ArgumentValueError`
     naming it. Afterwards every shard's size and modification time are checked

@@ -232,7 +232,7 @@ class TarShardWriter:
     def __init__(self, fs: pafs.FileSystem, directory: str, samples: int | None, size: int | None) -> None:
         self.fs, self.directory, self.samples, self.size = fs, directory, samples, size
         self.paths: list[str] = []
-        self.mtime = time.time()
+        self.mtime = int(time.time())  # whole seconds: a fraction would cost each member a pax header
         self._keys: set[str] = set()
         self._stream: Any = None
         self._tar: tarfile.TarFile | None = None

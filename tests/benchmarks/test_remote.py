@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from benchmarks import remote as r
-from benchmarks.remote_contenders import LOCAL, OURS, PARQUET, TAR, WDS, batch_rows, contenders, missing
-from benchmarks.remote_data import CROP_SIDE, decode_crop, jpeg
+from benchmarks.remote_contenders import (
+    LOCAL, OURS, PARQUET, STREAMING, TAR, WDS, batch_rows, contenders, environment, missing,
+)
+from benchmarks.remote_data import CROP_SIDE, decode_crop, jpeg, tar_samples, write_data
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_MODULES = ("moto", "flask", "flask_cors", "boto3")
@@ -39,9 +41,11 @@ def test_a_tiny_run_measures_every_contender_at_every_place(tmp_path):
             assert {(c.workload, c.reader, "cold", p) for p in (LOCAL, "s3 0 ms", "s3 5 ms")} <= places
         else:
             assert (c.workload, c.reader, "cached", "s3 5 ms") in places
-    rows = {row["workload"]: row["rows"] for row in report["rows"]}
-    assert rows == {PARQUET: 4000, TAR: 48} or rows == {PARQUET: 4000}  # every row, once an epoch
-    assert done.stdout.count(">= ") == len(r.targets(5))
+    rows = {(row["workload"], row["rows"]) for row in report["rows"]}
+    assert rows == {(PARQUET, 4000), (TAR, 48)} or rows == {(PARQUET, 4000)}  # every row, once an epoch
+    assert done.stdout.count(">= ") == sum(t.minimum is not None for t in r.targets(5))
+    assert "not run: litdata" in done.stdout
+    assert not list(Path("/dev/shm").glob("*_locals")), "MosaicML streaming left its shared memory behind"
 
 
 def _run(workload, reader, mode, place, rep, rows_per_s):
@@ -61,6 +65,9 @@ def test_summarize_pairs_ratios_within_a_repetition():
     assert verdicts[TAR, "ours cold s3 20 ms", "ours cold local"] == "met"
     assert verdicts[TAR, "ours cold s3 20 ms", "webdataset cold s3 20 ms"] == "met"
     assert verdicts[PARQUET, "ours cold s3 20 ms", "ours cold local"] == "-"  # nothing measured
+    runs += [_run(TAR, STREAMING, "cold", "s3 20 ms", rep, v) for rep, v in enumerate([30, 25, 110])]
+    peer = next(g for g in r.summarize(runs, 20)[1] if g["reference"] == "streaming cold s3 20 ms")
+    assert peer["ratio"] == pytest.approx(3.0) and peer["target"] is None and peer["verdict"] == "-"
     assert "MISSED" in r.format_tables(rows, [{**goals[0], "ratio": 0.5, "verdict": r.evaluate(0.5, 0.8)}])
 
 
@@ -73,6 +80,20 @@ def test_decode_crop_and_batch_rows():
     image, label = decode_crop({"jpg": jpeg(np.random.default_rng(1)), "cls": b"7"})
     assert image.shape == (CROP_SIDE, CROP_SIDE, 3) and label == 7
     assert batch_rows({"a": np.zeros(5)}) == 5 and batch_rows((np.zeros((3, 2)), np.zeros(3))) == 3
+
+
+def test_tar_samples_reads_back_every_sample_in_order(tmp_path):
+    data = write_data(tmp_path, 1, 8, 20, 2)  # what write_mds converts
+    samples = [sample for name in data.shards for sample in tar_samples(data.tar / name)]
+    assert [label for _, label in samples] == [i % 10 for i in range(20)]
+    assert decode_crop({"jpg": samples[-1][0], "cls": samples[-1][1]})[0].shape == (CROP_SIDE, CROP_SIDE, 3)
+
+
+def test_environment_is_restored():
+    name = "BENCH_REMOTE_TEST_VARIABLE"
+    with environment({name: "set", "HOME": "elsewhere"}):
+        assert os.environ[name] == "set"
+    assert name not in os.environ and os.environ.get("HOME") != "elsewhere"
 
 
 def test_parse_args_quick_sizes_and_refusals():
