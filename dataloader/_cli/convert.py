@@ -132,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_tar(args: argparse.Namespace, start: float) -> int:
     """``--format tar``: an ImageFolder as WebDataset tar shards, the class names in classes.json."""
     from ..columnar import write_tar_shards
-    from ..columnar._shard_files import open_directory
-    from ..columnar._tar_writer import earlier_tar_shards
+    from ..columnar._shard_files import earlier_write, open_directory
+    from ..columnar._tar_writer import TAR_SHARDS
     import pyarrow.fs as pafs
 
     try:
@@ -151,7 +151,7 @@ def _run_tar(args: argparse.Namespace, start: float) -> int:
         check_dest(args.source, args.dest, args.overwrite)
         fs, path, _ = open_directory(args.dest, None)
         if fs.get_file_info(path).type == pafs.FileType.Directory:
-            earlier_tar_shards(fs, path, args.overwrite)  # before the progress bar
+            earlier_write(fs, path, args.overwrite, TAR_SHARDS)  # before the progress bar
         images, rows, metadata = _image_folder(args.source, not getattr(args, "no_decode_check", False))
         paths = write_tar_shards(
             _tar_samples(images), args.dest, args.rows_per_shard, overwrite=args.overwrite,

@@ -24,6 +24,7 @@ import os
 import posixpath
 import re
 import uuid
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -34,6 +35,21 @@ from ._files import PARQUET_SUFFIXES, WRITE_IN_PROGRESS, filesystem_and_path
 
 _SHARD = re.compile(r"^part-\d{5}\.parquet$")
 _TEMP = re.compile(r"^\.part-\d{5}\.parquet\.tmp-[0-9a-f]+$")
+
+
+@dataclass(frozen=True)
+class ShardFormat:
+    """How a writer names its files, to tell an earlier write's files from others in a directory."""
+
+    shard: re.Pattern[str]  # its shards (and their sidecars)
+    temp: re.Pattern[str]  # its temporary files
+    suffixes: tuple[str, ...]  # the files a reader of the directory reads
+    kind: str  # "Parquet", "tar": the files' kind in messages
+    writer: str  # the function that writes them
+    label: str = ""  # before "shard(s)" in messages
+
+
+PARQUET_SHARDS = ShardFormat(_SHARD, _TEMP, PARQUET_SUFFIXES, "Parquet", "write_parquet_shards")
 MAX_SHARDS = 100_000  # five digits keep the names in order when sorted as text
 
 
@@ -54,7 +70,7 @@ def open_directory(directory: object, filesystem: pafs.FileSystem | None) -> tup
     return fs, path.rstrip("/") or "/", text if filesystem is None and "://" in text else ""
 
 
-def prepare_directory(fs: pafs.FileSystem, path: str, overwrite: bool) -> None:
+def prepare_directory(fs: pafs.FileSystem, path: str, overwrite: bool, form: ShardFormat = PARQUET_SHARDS) -> None:
     """Create ``path``, or check that it holds nothing a reader would mix with new shards; then
     mark it in progress and, with ``overwrite``, remove what an earlier write left there (shards,
     temporary files). The marker goes first, so that a write killed while removing reads as unfinished."""
@@ -65,7 +81,7 @@ def prepare_directory(fs: pafs.FileSystem, path: str, overwrite: bool) -> None:
         fs.create_dir(path, recursive=True)
         _mark_in_progress(fs, path)
         return
-    stale = earlier_write(fs, path, overwrite)
+    stale = earlier_write(fs, path, overwrite, form)
     _mark_in_progress(fs, path)  # a stale marker is truncated, and now stands for this write
     for leftover in stale:
         fs.delete_file(leftover)
@@ -85,29 +101,30 @@ def _mark_in_progress(fs: pafs.FileSystem, path: str) -> None:
         pass
 
 
-def earlier_write(fs: pafs.FileSystem, path: str, overwrite: bool) -> list[str]:
-    """The files an earlier write left in ``path`` (its shards and temporary files), which
-    ``overwrite`` allows to replace; other Parquet files, or without ``overwrite`` any of those
-    or a marker of an unfinished write, are an error."""
+def earlier_write(fs: pafs.FileSystem, path: str, overwrite: bool, form: ShardFormat = PARQUET_SHARDS) -> list[str]:
+    """The files an earlier write of ``form`` left in ``path`` (its shards, their sidecars and
+    temporary files), which ``overwrite`` allows to replace; other files of its kind, or without
+    ``overwrite`` any of those or a marker of an unfinished write, are an error."""
     listed = fs.get_file_info(pafs.FileSelector(path, recursive=True))
     top = [f for f in listed if f.type == pafs.FileType.File and posixpath.dirname(f.path) == path.rstrip("/")]
-    ours = sorted(f.path for f in top if _SHARD.match(f.base_name))
+    ours = sorted(f.path for f in top if form.shard.match(f.base_name))
     foreign = sorted(
         f.path for f in listed
-        if f.type == pafs.FileType.File and f.path.endswith(PARQUET_SUFFIXES) and f.path not in ours
+        if f.type == pafs.FileType.File and f.path.endswith(form.suffixes) and f.path not in ours
     )
     if foreign:
         raise ArgumentValueError(
-            f"`directory` {path!r} holds Parquet files that are not shards of write_parquet_shards "
+            f"`directory` {path!r} holds {form.kind} files that are not shards of {form.writer} "
             f"({_names(foreign)}); a reader of the directory would mix them with the new shards. "
             "Write to another directory, or move those files away."
         )
     if not overwrite:
-        _refuse_earlier(path, ours, unfinished=any(f.base_name == WRITE_IN_PROGRESS for f in top))
-    return ours + [f.path for f in top if _TEMP.match(f.base_name)]
+        shards = [p for p in ours if p.endswith(form.suffixes)]
+        _refuse_earlier(path, shards, any(f.base_name == WRITE_IN_PROGRESS for f in top), form.label)
+    return ours + [f.path for f in top if form.temp.match(f.base_name)]
 
 
-def _refuse_earlier(path: str, shards: list[str], unfinished: bool) -> None:
+def _refuse_earlier(path: str, shards: list[str], unfinished: bool, label: str = "") -> None:
     """Raise when an earlier write left ``shards`` or its in-progress marker (``unfinished``)."""
     if unfinished:
         raise ArgumentValueError(
@@ -117,7 +134,7 @@ def _refuse_earlier(path: str, shards: list[str], unfinished: bool) -> None:
         )
     if shards:
         raise ArgumentValueError(
-            f"`directory` {path!r} already holds {len(shards)} shard(s) ({_names(shards)}); pass "
+            f"`directory` {path!r} already holds {len(shards)} {label}shard(s) ({_names(shards)}); pass "
             "overwrite=True to replace them, or write to another directory."
         )
 

@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 from .._validate import check_bool, check_positive_int
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._files import WRITE_IN_PROGRESS
-from ._shard_files import finish_directory, open_directory, uri_of
+from ._shard_files import ShardFormat, finish_directory, open_directory, prepare_directory, uri_of
 from ._tar_index import SIDECAR_SUFFIX, TarIndex
 
 # Without explicit sizes, a shard ends after the sample that takes it past this many bytes.
@@ -37,6 +37,7 @@ MAX_SHARDS = 100_000  # five digits keep the names in order when sorted as text
 KEY = "__key__"
 _SHARD = re.compile(r"^part-\d{5}\.tar(\.idx)?$")
 _TEMP = re.compile(r"^\.part-\d{5}\.tar(\.idx)?\.tmp-[0-9a-f]+$")
+TAR_SHARDS = ShardFormat(_SHARD, _TEMP, (".tar",), "tar", "write_tar_shards", "tar ")
 
 
 def write_tar_shards(
@@ -86,7 +87,7 @@ def write_tar_shards(
     samples = _samples(data)
     fs, path, uri = open_directory(directory, filesystem)
     bar_type = _progress_bar_type() if progress else None  # before any change: tqdm may be missing
-    prepare_tar_directory(fs, path, overwrite)
+    prepare_directory(fs, path, overwrite, TAR_SHARDS)
     bar = None if bar_type is None else bar_type(
         total=samples[1], unit="sample", desc="writing tar shards", dynamic_ncols=True
     )
@@ -146,54 +147,6 @@ def _progress_bar_type() -> Any:
             "`progress=True` needs tqdm, which is not installed: pip install tqdm, or pass progress=False."
         ) from error
     return tqdm
-
-
-def prepare_tar_directory(fs: pafs.FileSystem, path: str, overwrite: bool) -> None:
-    """Create ``path``, or check that it holds no other tar files and, without ``overwrite``, no
-    earlier shards; then mark it in progress and remove what an earlier write left."""
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.File:
-        raise ArgumentValueError(f"`directory` names the file {path!r}; give a directory (it is created if missing).")
-    stale: list[str] = []
-    if info.type == pafs.FileType.NotFound:
-        fs.create_dir(path, recursive=True)
-    else:
-        stale = earlier_tar_shards(fs, path, overwrite)
-    with fs.open_output_stream(posixpath.join(path, WRITE_IN_PROGRESS)):
-        pass
-    for leftover in stale:
-        fs.delete_file(leftover)
-
-
-def earlier_tar_shards(fs: pafs.FileSystem, path: str, overwrite: bool) -> list[str]:
-    """The files an earlier write left in ``path`` (shards, indexes, temporary files), which
-    ``overwrite`` allows to replace; other tar files, or without ``overwrite`` those shards or
-    the marker of an unfinished write, are an error."""
-    listed = fs.get_file_info(pafs.FileSelector(path, recursive=True))
-    top = [f for f in listed if f.type == pafs.FileType.File and posixpath.dirname(f.path) == path.rstrip("/")]
-    ours = sorted(f.path for f in top if _SHARD.match(f.base_name))
-    foreign = sorted(
-        f.path for f in listed if f.type == pafs.FileType.File and f.path.endswith(".tar") and f.path not in ours
-    )
-    if foreign:
-        raise ArgumentValueError(
-            f"`directory` {path!r} holds tar files that are not shards of write_tar_shards "
-            f"({', '.join(posixpath.basename(p) for p in foreign[:3])}); a reader of the directory would mix "
-            "them with the new shards. Write to another directory, or move those files away."
-        )
-    shards = [p for p in ours if p.endswith(".tar")]
-    if not overwrite and any(f.base_name == WRITE_IN_PROGRESS for f in top):
-        raise ArgumentValueError(
-            f"`directory` {path!r} holds {WRITE_IN_PROGRESS}: an earlier write to it did not finish, and "
-            f"left {len(shards)} whole shard(s) of its data; pass overwrite=True to replace them, or write "
-            "to another directory."
-        )
-    if not overwrite and shards:
-        raise ArgumentValueError(
-            f"`directory` {path!r} already holds {len(shards)} tar shard(s); pass overwrite=True to "
-            "replace them, or write to another directory."
-        )
-    return ours + [f.path for f in top if _TEMP.match(f.base_name)]
 
 
 def shard_name(number: int) -> str:
