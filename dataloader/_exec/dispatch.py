@@ -88,13 +88,16 @@ class Dispatcher:
                 tasks[0] = replace(tasks[0], skip=self._skips.pop(worker.id, 0))
             released = self._releases.take(worker.id)
             message = RunTask(tasks[0], released) if len(tasks) == 1 else RunTasks(tuple(tasks), released)
-            self._send(worker, message)
-            if released:
-                released_to(worker)
+            # Outstanding before the send: a send that finds the worker dead raises, and the
+            # recovery remakes what the dead worker had; tasks noted after it would be lost, and
+            # the epoch would end early with its later batches held back (issue 45, item 1).
             sent_with = (tasks[0].index, tasks[-1].index)  # for the timeout report
             for task in tasks:
                 worker.outstanding[(task.epoch, task.index)] = (task, sent_with)
             self.in_flight += len(tasks)
+            self._send(worker, message)
+            if released:
+                released_to(worker)
 
     def handed_out(self) -> None:
         """A batch left the reorder buffer: its place goes to the next task."""
@@ -115,10 +118,14 @@ class Dispatcher:
         if self.group.measures:
             self.group.observe(seconds, payload.nbytes)
 
-    def resend(self, worker: Handle, task: BatchTask) -> None:
-        """Send ``task``, which a dead worker had, to ``worker`` (it stays in flight)."""
-        self._send(worker, RunTask(task, ()))
-        worker.outstanding[(task.epoch, task.index)] = (task, (task.index, task.index))
+    def resend(self, worker: Handle, tasks: Sequence[BatchTask]) -> None:
+        """Send ``tasks``, which a dead worker had, to ``worker`` (they stay in flight). All are
+        ``worker``'s before the first send, which raises if ``worker`` died too: its recovery
+        then finds every one of them."""
+        for task in tasks:
+            worker.outstanding[(task.epoch, task.index)] = (task, (task.index, task.index))
+        for task in tasks:
+            self._send(worker, RunTask(task, ()))
 
     def stream_ended(self, worker_id: int) -> None:
         """The worker's own stream is exhausted: it gets no more tasks."""

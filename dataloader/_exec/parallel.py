@@ -27,7 +27,7 @@ from .._stages.stage import Stage
 from .._stages.task import BatchTask, listed
 from .._workers.pool import WorkerPool
 from .._workers.threads import ThreadWorkerPool
-from ..errors import WorkerDiedError
+from ..errors import DataLoaderError, WorkerDiedError
 from ..monitor import Recorder
 from .dispatch import Dispatcher
 from .grouping import GroupSize
@@ -75,6 +75,7 @@ class ParallelExecutor(Stage):
         self._recorder = recorder or Recorder(len(pool.workers))
         self._recorder.shared_memory = lambda: pool.receiver.mapped_bytes
         self._timeout = options.timeout
+        self._epoch = epoch
         self._on_close = on_close
         self._reorder = ReorderBuffer(options.in_order, *((resume.low, resume.above) if resume else ()))
         # No part refers back to one that refers to it (the sender reads through a weak
@@ -120,8 +121,11 @@ class ParallelExecutor(Stage):
                 index, worker = self._reorder.last
                 if self._tuner is not None:
                     self._tuner.tick()
-                self._dispatcher.handed_out()
-                self._releases.send_all()
+                try:  # sends: the next task, releases; a worker found dead then is recovered too
+                    self._dispatcher.handed_out()
+                    self._releases.send_all()
+                except WorkerDiedError as error:
+                    self._recover(error)
                 if isinstance(value, Failure):
                     raise value.error
                 return value, (index,), worker
@@ -129,6 +133,7 @@ class ParallelExecutor(Stage):
                 self._dispatcher.dispatch()
                 if self._dispatcher.finished:
                     self._releases.send_all()
+                    self._check_nothing_held()
                     raise StopIteration
                 if deadline is None and self._timeout > 0:
                     deadline = time.monotonic() + self._timeout
@@ -137,12 +142,37 @@ class ParallelExecutor(Stage):
                 if self._dispatcher.leaving:
                     self.resizer.settle()
             except WorkerDiedError as error:
-                # A sample that kills its worker, under on_error="skip"/"replace": found, and a
-                # fresh worker makes the dead one's batches without it (see recovery.py).
-                if self._recovery is None or not self._recovery.recover(error):
-                    _name_indices(error, self._pool)
-                    raise
+                self._recover(error)
                 deadline = None
+
+    def _recover(self, error: WorkerDiedError) -> None:
+        """Go on after a worker's death, or raise it (naming the batches it had not answered).
+
+        A sample that kills its worker, under on_error="skip"/"replace": found, and a fresh
+        worker makes the dead one's batches without it (see recovery.py). A death met while
+        recovering (the fresh worker killed by another sample) is recovered the same way.
+        """
+        while self._recovery is not None:
+            try:
+                if self._recovery.recover(error):
+                    return
+                break
+            except WorkerDiedError as another:
+                error = another
+        _name_indices(error, self._pool)
+        raise error
+
+    def _check_nothing_held(self) -> None:
+        """Every task is answered: a batch still held back waits for one that never came. The
+        epoch must not end as if complete (that would lose the held batches silently)."""
+        held = len(self._reorder)
+        if held:
+            raise DataLoaderError(
+                f"epoch {self._epoch} ran out of tasks with {held} finished batch(es) held back "
+                f"waiting for batch {self._reorder.waiting_for}, which no worker answered; the "
+                "epoch is incomplete. This is a bug in dataloader: please report it with the "
+                "loader's options (num_workers, persistent_workers, on_error, start method)."
+            )
 
     def _worker_pids(self) -> list[int]:
         """The pids of the workers that take tasks (the tuner measures their memory)."""

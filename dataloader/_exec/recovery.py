@@ -63,8 +63,7 @@ class WorkerRecovery:
             "%s was killed by a sample (%s); it was left out or replaced, and worker %d took its place",
             label, ", ".join(repr(entry[0]) for task in marked for entry in task.bad), new.id,
         )
-        for task in marked:
-            self._dispatcher.resend(new, task)
+        self._dispatcher.resend(new, marked)
         return True
 
 

@@ -32,6 +32,11 @@ class ReorderBuffer:
             return len(self._arrivals)
         return sum(1 for held in self._held.values() if held is not _SKIPPED)
 
+    @property
+    def waiting_for(self) -> int:
+        """The task index whose batch goes out next (in order; -1 otherwise)."""
+        return self._next if self._in_order else -1
+
     def put(self, index: int, value: Any, worker: int = -1) -> None:
         if self._in_order:
             self._held[index] = (value, worker)

@@ -7,7 +7,8 @@ from typing import Any, Callable, Iterator
 from .._failure import Unmade
 from .._stages.occupancy import Occupancy
 from .._stages.stage import Stage
-from .._stages.task import BatchTask
+from .._stages.task import BatchTask, listed
+from .._workers.remote_error import not_a_bad_sample
 from ..monitor import Recorder
 
 
@@ -48,6 +49,9 @@ class SerialExecutor(Stage):
                 if task.chunk is not None:  # a part of a split batch: the rest cannot stand alone
                     raise
                 batch = Unmade(error)  # raised at its turn; the epoch goes on past it
+            except BaseException as error:  # KeyboardInterrupt, SystemExit: yours, and the epoch's end
+                error.add_note(_where(task, self._maker, error))
+                raise
             if self._recorder is not None and self._timed:
                 recorder, maker = self._recorder, self._maker
                 if type(batch) is not Unmade:
@@ -67,6 +71,18 @@ class SerialExecutor(Stage):
             super()._teardown()
         finally:
             self._owner = None
+
+
+def _where(task: BatchTask, maker: Any, error: BaseException) -> str:
+    """The note on a ``BaseException`` that is not an ``Exception``: where it came from, worded as
+    a worker's note is (:class:`~dataloader._workers.remote_error.RemoteError`)."""
+    if task.indices is not None:
+        where = f"while loading indices {listed(task.indices)}"
+    else:
+        where = f"while making batch {task.index}"
+    stage = getattr(maker, "stage", None)
+    at = f" (stage: {stage})" if stage else ""
+    return f"Raised in the main process (num_workers=0) {where}{at}. {not_a_bad_sample(error)}"
 
 
 def _nothing_to_wake() -> None:

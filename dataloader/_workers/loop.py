@@ -10,6 +10,11 @@ Whatever fails while starting (unpickling the boot record under spawn and
 forkserver, seeding, ``worker_init_fn``) is sent home as :class:`InitFailed`
 with the exception whole, and the worker exits: the user sees the original
 error, not a worker that "exited with code 1".
+
+A ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``,
+``GeneratorExit``) raised while a batch is made goes home too, as a :class:`BatchFailed` that
+ends the epoch, and the worker lives on: it is no bad sample (``on_error`` never skips or
+replaces it), and no worker death either. The user gets it as in serial mode, its own type.
 """
 
 from __future__ import annotations
@@ -143,7 +148,7 @@ def run_worker(
         if forked:
             logger.debug("worker %d: Arrow allocates from %s", boot.worker_id, use_own_arrow_pool())
         worker = WorkerLoop(boot, wire)
-    except Exception as error:
+    except BaseException as error:  # SystemExit from a dataset's __setstate__ too: sent home whole
         wire.send(InitFailed(RemoteError.capture(error, boot.worker_id, os.getpid(), None, stage)))
         return
     try:
@@ -215,7 +220,7 @@ class WorkerLoop:
             if boot.worker_init_fn is not None:
                 stage = "worker_init_fn"
                 boot.worker_init_fn(boot.worker_id)
-        except Exception as error:
+        except BaseException as error:  # KeyboardInterrupt, SystemExit too: the user gets it whole
             self.conn.send(InitFailed(self._capture(error, None, stage)))
             raise StopWorker from error
         self.conn.send(Started(boot.worker_id, self.pid))
@@ -291,7 +296,7 @@ class WorkerLoop:
             self.maker.mark_stage("transport")
             meta, raws = split(batch, self.skeletons)
             del batch
-        except Exception as error:
+        except BaseException as error:  # not only Exception: see the module's docstring
             self._give_back(allocator)
             self._reply_failed(task, error, self.maker.stage)
             return
@@ -313,7 +318,7 @@ class WorkerLoop:
     def _run_local(self, task: BatchTask) -> None:
         try:
             batch = self._make(task)
-        except Exception as error:
+        except BaseException as error:  # not only Exception: see the module's docstring
             self._reply_failed(task, error, self.maker.stage)
             return
         if batch is _ENDED or batch is LEFT_OUT:
@@ -329,9 +334,12 @@ class WorkerLoop:
         else:
             self._reply(BatchLeftOut(task.epoch, task.index, self.maker.failures, self.maker.timings))
 
-    def _reply_failed(self, task: BatchTask, error: Exception, stage: str) -> None:
+    def _reply_failed(self, task: BatchTask, error: BaseException, stage: str) -> None:
+        """Answer a task with its error; the epoch goes on past it unless it was a part of a
+        split batch, the transport's, or not an ``Exception`` (KeyboardInterrupt, SystemExit)."""
         captured = self._capture(error, task.indices, stage)
-        self._reply(BatchFailed(task.epoch, task.index, captured, recoverable=task.chunk is None and stage != "transport"))
+        recoverable = task.chunk is None and stage != "transport" and isinstance(error, Exception)
+        self._reply(BatchFailed(task.epoch, task.index, captured, recoverable=recoverable))
 
     def _make(self, task: BatchTask) -> Any:
         if self.shard is None:

@@ -63,7 +63,7 @@ def run_probe(boot: WorkerBoot | PickledBoot, task: BatchTask, conn: Any, parent
     )
     try:
         maker(task)
-    except Exception:  # a sample that raises is the error policy's to handle, not the probe's
+    except BaseException:  # a sample that raises is no killer: the policy's, or the user's (SystemExit)
         pass
     conn.send(None)  # finished: nothing in this batch kills a process now
 

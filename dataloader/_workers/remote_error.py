@@ -8,6 +8,11 @@ and MegEngine's do (``Caught KeyError in DataLoader worker process 0``), so code
 that matches their messages keeps working. A type that cannot be rebuilt
 (not importable, or a layout that cannot be combined) becomes a plain
 :class:`WorkerError` carrying the same text.
+
+A ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``,
+``GeneratorExit``) comes back as its own type alone, with that text as a note: combined with
+:class:`WorkerError` it would become an ``Exception``, and ``except Exception`` would catch
+what is meant to stop the program.
 """
 
 from __future__ import annotations
@@ -62,16 +67,31 @@ class RemoteError:
             + self.traceback.split("\n", 1)[-1]
         )
 
-    def rebuild(self) -> WorkerError:
-        """The exception to raise in the main process."""
-        error = _instantiate(
-            _loads(self.exc_type), _loads(self.args), _loads(self.init_args), _loads(self.state), self.message()
+    def rebuild(self) -> BaseException:
+        """The exception to raise in the main process: a :class:`WorkerError` of the original
+        type, or the original ``BaseException`` itself with the message as a note."""
+        exc_type, args, init_args, state = (
+            _loads(self.exc_type), _loads(self.args), _loads(self.init_args), _loads(self.state)
         )
+        error = _not_an_exception(exc_type, args, init_args, state)
+        if error is not None:
+            error.add_note(f"{self.message().rstrip()}\n{not_a_bad_sample(error)}")
+        else:
+            error = _instantiate(exc_type, args, init_args, state, self.message())
         error.worker_id = self.worker_id
         error.pid = self.pid
         error.indices = self.indices
         error.original_traceback = self.traceback
         return error
+
+
+def not_a_bad_sample(error: BaseException) -> str:
+    """Why ``on_error`` let ``error`` (a ``BaseException`` that is not an ``Exception``) through."""
+    name = type(error).__name__
+    return (
+        f"on_error does not skip or replace a sample that raises {name}: only an Exception marks a "
+        f"bad sample, and {name} is not one (KeyboardInterrupt and SystemExit ask the program to stop)."
+    )
 
 
 def _brief(indices: list, shown: int = 16) -> str:
@@ -101,6 +121,22 @@ def _init_args(error: BaseException) -> Any:
         return tuple(reduced[1]) if reduced[0] is type(error) else error.args
     except Exception:
         return error.args
+
+
+def _not_an_exception(exc_type: Any, args: Any, init_args: Any, state: Any) -> BaseException | None:
+    """The original, when its type is a ``BaseException`` but not an ``Exception``; else None."""
+    if not (isinstance(exc_type, type) and issubclass(exc_type, BaseException)) or issubclass(exc_type, Exception):
+        return None
+    ctor = init_args if init_args is not None else args
+    try:
+        error = exc_type(*(ctor or ()))
+        if args is not None:
+            error.args = tuple(args)
+        if isinstance(state, dict):
+            error.__dict__.update(state)
+    except Exception:
+        return None
+    return error
 
 
 def _instantiate(exc_type: Any, args: Any, init_args: Any, state: Any, message: str) -> WorkerError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import os
+import signal
 
 import numpy as np
 
@@ -16,8 +17,9 @@ from dataloader import Dataset, get_worker_info
 
 class Killers(Dataset):
     """0..n-1; reading a sample of ``kills`` in a worker ends that process (``how``: a real
-    segmentation fault or an abort, as a broken decoder does). In the main process it raises
-    instead, so that a serial run shows the batches a killed sample must give."""
+    segmentation fault or an abort, as a broken decoder does; "SIGKILL", as the OOM killer
+    does; "exit", ``os._exit(3)``). In the main process it raises instead, so that a serial run
+    shows the batches a killed sample must give."""
 
     def __init__(self, n: int, kills: dict[int, str]) -> None:
         self.n, self.kills = n, kills
@@ -33,6 +35,10 @@ class Killers(Dataset):
             faulthandler.disable()  # the crash is the point: no fatal-error dump in the log
             if how == "SIGSEGV":
                 ctypes.string_at(0)
+            if how == "SIGKILL":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if how == "exit":
+                os._exit(3)
             os.abort()
         return np.array([index, index * index])
 
