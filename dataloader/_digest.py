@@ -54,3 +54,17 @@ def qualified_name(value: Any) -> str:
     """``module.Qualname`` of a function or class, or of an object's class."""
     kind = value if hasattr(value, "__qualname__") else type(value)
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def first_difference(name: str, theirs: Any, mine: Any) -> tuple[str, Any, Any] | None:
+    """None where ``theirs`` and ``mine`` agree once saved (:func:`canonical`), else the first
+    field that differs: ``name`` itself, or ``name.key`` (``key`` where ``name`` is empty) for a
+    key of two dicts. What a loader's state and a mix's state are checked with before they
+    place anything."""
+    if canonical(theirs) == canonical(mine):
+        return None
+    if isinstance(theirs, dict) and isinstance(mine, dict):
+        for key in sorted(set(theirs) | set(mine), key=str):
+            if canonical(theirs.get(key)) != canonical(mine.get(key)):
+                return f"{name}.{key}" if name else str(key), theirs.get(key), mine.get(key)
+    return name, theirs, mine

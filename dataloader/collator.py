@@ -157,7 +157,8 @@ def _fast_column(values: Sequence[Any], natural: np.dtype) -> np.ndarray | None:
     What the full rules make of such values is ``np.asarray`` of them too (numbers of mixed
     types, bools among ints) or the same stack of 0-d arrays, so the result is theirs. Where
     NumPy infers anything else (a float among ints, an int past int64, a string, a list, an
-    object), or fails, the full rules decide, and word the error.
+    object), or fails, or where floats have other numbers among them (an integer that float64
+    would round), the full rules decide, and word the error.
     """
     try:
         column = np.asarray(values)
@@ -166,6 +167,8 @@ def _fast_column(values: Sequence[Any], natural: np.dtype) -> np.ndarray | None:
     dtype = column.dtype
     if (dtype is not natural and dtype != natural) or column.ndim != 1:
         return None
+    if dtype.kind in "fc" and not _all_of(type(values[0]), values):
+        return None  # an integer among floats: the full rules check that the float holds it exactly
     return _alloc.adopt(column)
 
 
@@ -269,6 +272,8 @@ def _collate_arrays(values: Sequence[Any], path: str) -> np.ndarray:
     if len(shapes) > 1:
         _ragged(arrays, path)
     dtype = _promote(dtypes, path)
+    if dtype.kind in "fc" and any(d.kind in "iu" for d in dtypes):
+        _check_exact_arrays(arrays, dtype, path)
     casting: Literal["same_kind", "unsafe"] = "same_kind"
     if dtype.kind == "f" and all(d.kind in "iu" for d in dtypes) and arrays[0].size:
         # Signed with uint64 promotes to float64: keep the integers exact in the type that
@@ -289,9 +294,47 @@ def _collate_numbers(values: Sequence[Any], path: str) -> np.ndarray:
     elif column.dtype.hasobject:  # an integer past 64 bits beside floats or bools
         i = next((i for i, v in enumerate(values) if _is_integer(v) and not _fits_64(v)), 0)
         _too_wide(values[i], i, path)
+    elif column.dtype.kind in "fc":  # integers beside floats: kept only where the float is exact
+        for i, value in enumerate(values):
+            if _is_integer(value) and not _exact(column[i].item(), int(value)):
+                _inexact(int(value), _type_name(value), i, [np.asarray(v).dtype for v in values], column.dtype, path)
     out = _alloc.empty(column.shape, column.dtype)
     out[...] = column
     return out
+
+
+def _exact(number: Any, integer: int) -> bool:
+    """Whether ``number`` (a float or complex from the column) is ``integer`` exactly."""
+    if isinstance(number, complex):
+        return number.imag == 0 and number.real == integer
+    return bool(number == integer)  # Python compares an int and a float exactly
+
+
+def _check_exact_arrays(arrays: Sequence[np.ndarray], dtype: np.dtype, path: str) -> None:
+    """Integer arrays beside float ones become ``dtype``: refuse any integer it would change."""
+    limit = 2 ** (np.finfo(dtype).nmant + 1)  # every integer up to this is exact in ``dtype``
+    for i, array in enumerate(arrays):
+        if array.dtype.kind not in "iu" or not array.size:
+            continue
+        if -limit <= int(array.min()) and int(array.max()) <= limit:
+            continue
+        cast = array.astype(dtype).ravel().tolist()
+        for number, integer in zip(cast, array.ravel().tolist()):
+            if not _exact(number, integer):
+                _inexact(integer, str(array.dtype), i, [a.dtype for a in arrays], dtype, path)
+
+
+def _inexact(integer: int, kind: str, i: int, dtypes: list[np.dtype], dtype: np.dtype, path: str) -> None:
+    """Raise: ``integer`` (of type ``kind``) in sample ``i`` would change in the ``dtype``
+    column that the float among ``dtypes`` (one per sample) makes of the field."""
+    j = next((k for k, d in enumerate(dtypes) if d.kind in "fc"), 0)
+    raise CollateError(
+        f"Cannot collate `{path}`: the integer {integer} in sample {i} ({kind}) "
+        f"would change in the {dtype} column that the {dtypes[j]} in sample {j} "
+        f"makes ({dtype} holds integers exactly only up to 2**{np.finfo(dtype).nmant + 1}). Give the "
+        "field one type in every sample (integers everywhere, or floats everywhere), or pass a "
+        "custom collator."
+    )
 
 
 def _is_integer(value: Any) -> bool:

@@ -644,3 +644,20 @@ def test_bulk_rules_write_into_the_allocator():
 def test_a_zero_d_array_among_arrays_is_a_collate_error():
     with pytest.raises(CollateError, match=r"arrays have different shapes: \(1,\) in samples 0, 2; \(\) in sample 1"):
         collate([np.zeros(1), np.array(0.0), np.zeros(1)])
+
+
+@pytest.mark.parametrize("samples", [
+    [np.int64(2**60 + 1), 0.5], [2**53 + 1, np.float64(1.5)], [np.array([2**60 + 1, 3]), np.array([0.5, 1.0])],
+    [np.array(2**60 + 3), np.array(0.5)], [np.uint64(2**64 - 1), 0.0],
+])
+def test_integers_beside_floats_are_never_rounded(samples):
+    """An integer that the float column of its field cannot hold exactly is a CollateError
+    naming it (NumPy's promotion used to round it without a word); small ones stay exact."""
+    with pytest.raises(CollateError, match=r"the integer \d+ in sample 0 \(.*\) would change in the float"):
+        Collator().apply(samples)
+
+
+def test_small_integers_beside_floats_collate_as_floats():
+    assert Collator().apply([np.int64(2**53), 0.5]).tolist() == [2**53, 0.5]
+    out = Collator().apply([np.array([1, 2], np.int16), np.array([1.5, 2.0], np.float32)])
+    assert out.dtype == np.float32 and out.tolist() == [[1, 2], [1.5, 2]]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -240,7 +242,7 @@ def test_it_pickles_mid_epoch_without_its_readers(data):
     items = iter(mix)
     first = [ident(next(items)) for _ in range(5)]
     copy = pickle.loads(pickle.dumps(mix))
-    assert copy.state_dict() == {"epoch": 1, "draws": 0, "sources": {}}  # a copy starts afresh
+    assert copy.state_dict() == {"epoch": 1, "draws": 0, "sources": {}, "order": mix.state_dict()["order"]}  # afresh
     whole = make(data)
     assert [ident(i) for i in whole][:5] == first
     assert [ident(i) for i in copy] == [ident(i) for i in whole]  # both read epoch 1 whole
@@ -344,12 +346,15 @@ def test_sources_that_disagree_are_refused(data):
 
 def test_bad_states_are_refused(data):
     mix = make(data)
-    with pytest.raises(ArgumentValueError, match="a dict of 'epoch', 'draws' and 'sources'"):
+    order = mix.state_dict()["order"]
+    with pytest.raises(ArgumentValueError, match="a dict of 'epoch', 'draws', 'sources' and 'order'"):
         mix.load_state_dict({"rows": 3})
+    with pytest.raises(ArgumentValueError, match="older version holds no 'order'"):
+        mix.load_state_dict({"epoch": 0, "draws": 0, "sources": {}})
     with pytest.raises(ArgumentValueError, match=r"holds the sources \['z'\], which this mix does not have"):
-        mix.load_state_dict({"epoch": 0, "draws": 0, "sources": {"z": {}}})
+        mix.load_state_dict({"epoch": 0, "draws": 0, "sources": {"z": {}}, "order": order})
     with pytest.raises(ArgumentValueError, match="the state of source 'a' must hold"):
-        mix.load_state_dict({"epoch": 0, "draws": 0, "sources": {"a": {"epoch": 0}}})
+        mix.load_state_dict({"epoch": 0, "draws": 0, "sources": {"a": {"epoch": 0}}, "order": order})
 
     class Live(Plain):
         resume_refused = "a live feed has no position to go back to."
@@ -360,3 +365,112 @@ def test_bad_states_are_refused(data):
         next(items)
     with pytest.raises(ArgumentValueError, match="source 'live' cannot resume: a live feed"):
         MixedStream({"live": Live(0, 5), "m": ROWS}).load_state_dict(live.state_dict())
+
+
+def _started(mix: MixedStream, items: int = 3) -> dict:
+    """``mix``'s state after ``items`` items, as saved and loaded (JSON)."""
+    read = iter(mix)
+    for _ in range(items):
+        next(read)
+    return json.loads(json.dumps(mix.state_dict()))
+
+
+def _maps(**options) -> MixedStream:
+    sources = options.pop("sources", {"x": ArrayDataset(np.arange(10)), "y": ArrayDataset(np.arange(100, 120))})
+    return MixedStream(sources, options.pop("weights", [1, 2]), **{"seed": 3, **options})
+
+
+@pytest.mark.parametrize("other,field", [
+    (dict(weights=[2, 1]), "weights=[1.0, 2.0]; this mix has weights=[2.0, 1.0]"),
+    (dict(seed=4), "seed=3; this mix has seed=4"),
+    (dict(stop="never"), "stop='all_exhausted'; this mix has stop='never'"),
+    (dict(world_size=2, rank=1), "rank=0; this mix has rank=1"),
+    (dict(sources={"x": ArrayDataset(np.arange(11)), "y": ArrayDataset(np.arange(100, 120))}), "sources="),
+])
+def test_a_state_of_another_mix_is_refused_when_loaded_directly(other, field):
+    """Item 4 of issue 45: a DataLoader refused the state of a mix with other weights, seed, stop,
+    world or sources, but MixedStream.load_state_dict itself took it and resumed at a position
+    that means other items. Both now refuse, with the same check (``_digest.first_difference``)."""
+    state = _started(_maps())
+    with pytest.raises(ArgumentValueError, match=r"saved by a mix with " + re.escape(field)):
+        _maps(**other).load_state_dict(state)
+    same = _maps()
+    same.load_state_dict(state)  # the mix that saved it takes it
+    assert same.state_dict() == state
+
+
+def test_a_loader_and_a_direct_load_refuse_another_mix_alike():
+    """The loader's refusal names the same field the mix's does."""
+    def loader(weights) -> DataLoader:
+        return DataLoader(_maps(weights=weights), StreamSampler(batch_size=2))
+
+    first = loader([1, 2])
+    with iter(first) as batches:
+        next(batches)
+        state = first.state_dict()
+    with pytest.raises(ArgumentValueError, match=r"stream\.weights=\[1\.0, 2\.0\]; this loader has stream\.weights"):
+        loader([2, 1]).load_state_dict(state)
+    with pytest.raises(ArgumentValueError, match=r"weights=\[1\.0, 2\.0\]; this mix has weights=\[2\.0, 1\.0\]"):
+        _maps(weights=[2, 1]).load_state_dict(state["source"]["stream"])
+
+
+@pytest.mark.parametrize("weights", [[1e308, 1e308], [1.7e308, 1.7e308, 1.7e308], [5e-324, 5e-324]])
+def test_weights_whose_sum_overflows_give_their_shares(weights):
+    """Item 5 of issue 45: weights [1e308, 1e308] (finite, their sum not) gave every draw to one
+    source with only a NumPy RuntimeWarning. They are equal weights: each source's share holds
+    (within 5 standard deviations of 4,000 draws), and NumPy warns of nothing."""
+    sources = [ArrayDataset(np.arange(100 * n, 100 * n + 50)) for n in range(len(weights))]
+    mix = MixedStream(sources, weights, stop="never", seed=1)
+    draws = 4000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        items = iter(mix)
+        for _ in range(draws):
+            next(items)
+    share = 1 / len(weights)
+    for source in mix.stats().sources:
+        assert abs(source.fraction - share) < 5 * np.sqrt(share * (1 - share) / draws), source
+
+
+def test_weights_far_apart_and_negative_zero():
+    """A weight 1e-300 beside 1e300 is drawn only once the other ran out (its share is below any
+    float); -0.0 is the weight 0 (never read), saved as 0.0."""
+    mix = MixedStream([ArrayDataset(np.arange(5)), ArrayDataset(np.arange(100, 105)), ArrayDataset(np.arange(200, 203))],
+                      [1e300, 1e-300, -0.0], seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ids = [ident(item) for item in mix]
+    assert sorted(ids[:5]) == list(range(5)) and sorted(ids[5:]) == list(range(100, 105))
+    assert json.dumps(mix.order_fingerprint()["weights"]) == "[1e+300, 1e-300, 0.0]"
+
+
+@pytest.mark.parametrize("weights,error,message", [
+    ([True, 1], ArgumentTypeError, r"`weights\['0'\]` must be a number >= 0; got True"),
+    ([1, float("-inf")], ArgumentValueError, r"`weights\['1'\]` must be a number >= 0"),
+    ([1e308, float("inf")], ArgumentValueError, r"`weights\['1'\]` must be a finite number; got inf"),
+    ([1, 10**400], ArgumentValueError, r"`weights\['1'\]` must be a number >= 0 that fits a float"),
+    ([0.0, -0.0], ArgumentValueError, "are all 0"),
+])
+def test_weights_that_cannot_be_shares_are_refused(weights, error, message):
+    with pytest.raises(error, match=message):
+        MixedStream([ROWS, ROWS], weights)
+
+
+def test_int64_and_float64_sources_keep_integers_exact(tmp_path):
+    """Item 6 of issue 45: a mix of an int64 and a float64 source made one float64 column of
+    their rows, and 2**60 + 1, + 3, + 5 all became 2**60. Integers a float64 holds exactly are
+    still collated so; any other is a CollateError naming the field, the integer and the dtypes."""
+    from dataloader.errors import CollateError
+
+    write_parquet_shards({"id": np.array([2**60 + 1, 2**60 + 3, 2**60 + 5])}, tmp_path / "big", 10)
+    write_parquet_shards({"id": np.array([1, 2, 3])}, tmp_path / "small", 10)
+    write_parquet_shards({"id": np.array([0.5, 1.5, 2.5])}, tmp_path / "float", 10)
+
+    def batch(ints: str) -> dict:
+        mix = MixedStream([ParquetStream(tmp_path / ints), ParquetStream(tmp_path / "float")], seed=0)
+        return next(iter(DataLoader(mix, StreamSampler(batch_size=6))))
+
+    assert sorted(batch("small")["id"].tolist()) == [0.5, 1, 1.5, 2, 2.5, 3]
+    with pytest.raises(CollateError, match=r"`sample\['id'\]`: the integer 11529215046068469\d\d in sample \d "
+                                           r"\(numpy\.int64\) would change in the float64 column"):
+        batch("big")

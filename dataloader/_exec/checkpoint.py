@@ -10,14 +10,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .._digest import canonical, digest
+from .._digest import digest, first_difference
 from .._stages.position import Resume
 from .._stages.source import Source, known_length
 from ..errors import ArgumentTypeError, ArgumentValueError
 from .state_fields import checked_position, field_int
 
-FORMAT = "dataloader.state/2"
-_OLDER = ("dataloader.state/1",)
+# 3: the fingerprints of columnar sources hold their files' sizes and stamps (``stamps``), so a
+# state refuses files rewritten in the same layout; a state/2 cannot say which files it read.
+FORMAT = "dataloader.state/3"
+_OLDER = ("dataloader.state/1", "dataloader.state/2")
 
 # Why a field must match, added to the error that names it.
 _WHY = {
@@ -152,21 +154,12 @@ def _check_config(saved: Any, mine: dict[str, Any]) -> None:
     if not isinstance(saved, dict):
         raise ArgumentTypeError(f"the state's config must be a dict; got {type(saved).__name__}.")
     for name, value in mine.items():
-        theirs = saved.get(name)
-        if canonical(theirs) == canonical(value):
+        differing = first_difference(name, saved.get(name), value)
+        if differing is None:
             continue
-        field, theirs, value = _differing(name, theirs, value)
+        field, theirs, value = differing
         raise ArgumentValueError(
             f"the state was saved by a loader with {field}={theirs!r}; this loader has "
             f"{field}={value!r} ({_WHY[name]}). Build the loader as the one that saved the "
             "state, or start it afresh without load_state_dict()."
         )
-
-
-def _differing(name: str, theirs: Any, mine: Any) -> tuple[str, Any, Any]:
-    """The first field of ``name`` that differs: itself, or one of its keys when both are dicts."""
-    if isinstance(theirs, dict) and isinstance(mine, dict):
-        for key in sorted(set(theirs) | set(mine), key=str):
-            if canonical(theirs.get(key)) != canonical(mine.get(key)):
-                return f"{name}.{key}", theirs.get(key), mine.get(key)
-    return name, theirs, mine

@@ -6,11 +6,22 @@ import math
 import numbers
 from typing import Any, Mapping, Sequence
 
+from .._order_state import check_order
 from .._validate import check_non_negative_int, check_non_negative_number
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._sources import Member
 
 STATE_KEYS = ("epoch", "taken", "delivered", "exhausted", "state")  # of each source in a state
+# Why each part of a mix's order_fingerprint() must match for a state to resume it.
+_WHY = {
+    "kind": "a state of another kind of stream places nothing here",
+    "sources": "the sources would read other items, or the same items in another order",
+    "weights": "the draws pick sources by the weights",
+    "stop": "it decides which items an epoch holds",
+    "seed": "the seed fixes the draws and the map sources' order",
+    "world_size": "each process's share of the sources depends on it",
+    "rank": "each process's share of the sources depends on it",
+}
 
 
 def named(sources: Any) -> tuple[list[str], list[Any]]:
@@ -55,7 +66,8 @@ def weights_of(weights: Any, names: list[str]) -> list[float]:
         raise ArgumentValueError(
             f"`weights` must give one weight per source: {len(names)} sources, {len(given)} weights."
         )
-    values = [check_non_negative_number(f"weights[{name!r}]", w) for name, w in zip(names, given)]
+    # + 0.0 makes -0.0 a plain 0.0 (the same weight, and the same fingerprint once saved)
+    values = [check_non_negative_number(f"weights[{name!r}]", w) + 0.0 for name, w in zip(names, given)]
     for name, value in zip(names, values):
         if not math.isfinite(value):
             raise ArgumentValueError(f"`weights[{name!r}]` must be a finite number; got {value!r}.")
@@ -98,15 +110,18 @@ def check_world(members: list[Member], world_size: int, rank: int) -> None:
             )
 
 
-def checked_state(state: Any, members: list[Member]) -> dict[str, Any]:
-    """``state`` if it has the shape of a mix's ``state_dict()`` for these sources, else an error."""
+def checked_state(state: Any, members: list[Member], order: dict[str, Any]) -> dict[str, Any]:
+    """``state`` if it is a ``state_dict()`` of a mix whose ``order_fingerprint()`` is ``order``
+    (the same sources, weights, stop, seed and world), else an error naming what differs."""
     names = [m.name for m in members]
-    if not (isinstance(state, Mapping) and {"epoch", "draws", "sources"} <= set(state)
+    if not (isinstance(state, Mapping) and {"epoch", "draws", "sources", "order"} <= set(state)
             and isinstance(state["sources"], Mapping)):
         raise ArgumentValueError(
             "MixedStream.load_state_dict: the state must be what a MixedStream's state_dict() "
-            f"returned, a dict of 'epoch', 'draws' and 'sources'; got {state!r}."
+            f"returned, a dict of 'epoch', 'draws', 'sources' and 'order'; got {state!r}. (A state "
+            "saved by an older version holds no 'order': start the epoch afresh.)"
         )
+    check_order("MixedStream", "mix", state["order"], order, _WHY)
     unknown = [name for name in state["sources"] if name not in names]
     if unknown:
         raise ArgumentValueError(

@@ -39,6 +39,9 @@ class Draws:
             self._uniforms = np.random.default_rng([*self._key, MIX_STREAM, block]).random(BLOCK)
             self._block = block
         weights = np.where(active, self._weights, 0.0)
+        # Scaled by the largest: weights as given may each be finite while their sum is not
+        # (1e308 twice), and a cumulative sum of inf would give every draw to one source.
+        weights /= weights.max()
         bounds = np.cumsum(weights)
         # side="right": a source of weight 0 (an empty interval) is never picked
         picked = np.searchsorted(bounds, self._uniforms[offset:] * bounds[-1], side="right")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Iterator
 
+from .._order_state import order_of
 from .._validate import check_choice, check_non_negative_int, check_optional_seed
 from ..dataset import StreamDataset
 from ..errors import ArgumentValueError
@@ -85,6 +87,7 @@ class MixedStream(StreamDataset):
         self._run: Run | None = None
         self._resume: dict[str, Any] | None = None  # a loaded state: where the next iter() starts
         self._fingerprint: dict[str, Any] | None = None
+        self._order_fields: dict[str, Any] | None = None  # what a state carries of the fingerprint
 
     @property
     def names(self) -> list[str]:
@@ -132,20 +135,22 @@ class MixedStream(StreamDataset):
 
     def state_dict(self) -> dict[str, Any]:
         """Where the iterator ``iter()`` returned last stands, as plain values: ``{"epoch",
-        "draws", "sources": {name: {"epoch", "taken", "delivered", "exhausted", "state"}}}``
-        (``taken``: items of the source's current source epoch; ``state``: its own
-        ``state_dict()``, or None). Before any ``iter()``, the start of the next epoch."""
+        "draws", "sources": {name: {"epoch", "taken", "delivered", "exhausted", "state"}},
+        "order"}`` (``taken``: items of the source's current source epoch; ``state``: its own
+        ``state_dict()``, or None; ``order``: the mix's :meth:`order_fingerprint`, each source's
+        part as a digest, which :meth:`load_state_dict` checks). Before any ``iter()``, the start of the next epoch."""
         if self._resume is not None:  # loaded, not read yet
             return self._resume
         if self._run is None:
             epoch = self._epoch if self._epoch is not None else self._iterations
-            return {"epoch": epoch, "draws": 0, "sources": {}}
-        return self._run.state()
+            return {"epoch": epoch, "draws": 0, "sources": {}, "order": self._order()}
+        return {**self._run.state(), "order": self._order()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` (of epoch ``state["epoch"]``) go on exactly where ``state``
-        was taken: the same items as a run that was never interrupted."""
-        self._resume = checked_state(state, self._members)
+        was taken: the same items as a run that was never interrupted. A state of a mix with
+        other sources, weights, ``stop``, seed or world is refused, as a loader refuses it."""
+        self._resume = checked_state(state, self._members, self._order())
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self._epoch
@@ -161,6 +166,13 @@ class MixedStream(StreamDataset):
             )
         self._run = Run(self._members, self.stop, epoch, self._shard(), resume)
         return self._run.items()
+
+    def _order(self) -> dict[str, Any]:
+        """What a state carries of the fingerprint (:func:`~dataloader._order_state.order_of`:
+        each source's as a short digest, as a state travels with every batch). A fresh copy each time."""
+        if self._order_fields is None:
+            self._order_fields = order_of(self.order_fingerprint())
+        return copy.deepcopy(self._order_fields)
 
     def _shard(self) -> Shard:
         info = get_worker_info()
