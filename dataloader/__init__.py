@@ -14,6 +14,7 @@ from .dataset import ArrayDataset, Collated, ConcatDataset, Dataset, StreamDatas
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
+    CacheError,
     CollateError,
     DataFileError,
     DataLoaderError,
@@ -89,6 +90,7 @@ __all__ = [
     "ArrayDataset",
     "ArrowDataset",
     "ArrowStream",
+    "CacheError",
     "CallableSource",
     "CollateError",
     "Collated",

@@ -117,6 +117,20 @@ def _remote_read_error(message: str, path: str, unit: int | None, attempts: int,
     return RemoteReadError(message, path, unit, attempts=attempts, cause=cause)
 
 
+class CacheError(DataLoaderError, OSError):
+    """The local cache of remote files (``cache_dir``) cannot take a copy: its disk is full,
+    or the folder is not writable. The remote file is fine; ``directory`` names the folder."""
+
+    directory: str = ""
+
+    def __init__(self, message: str, directory: str = "") -> None:
+        super().__init__(message)
+        self.directory = directory
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.directory)
+
+
 class SharedMemoryError(DataLoaderError, RuntimeError):
     """The shared-memory transport cannot get the room it needs."""
 

@@ -302,7 +302,7 @@ def test_save_and_restore_anywhere_gives_the_uninterrupted_run(case, first, seco
     saving.close()
     if carry_on:  # taking a state changed nothing
         _assert_same_run(before, expected, case["in_order"] or not first["workers"])
-    assert state is not None and state["format"] == "dataloader.state/2"
+    assert state is not None and state["format"] == "dataloader.state/3"
     before = before[:done]
 
     # Second save in the restored run, right after the restore (point 0) or anywhere later.
@@ -561,7 +561,7 @@ def test_a_sampler_with_another_seed_is_refused_before_any_batch():
 @pytest.mark.parametrize("state, error, words", [
     ([1, 2], ArgumentTypeError, "must be the dict"),
     ({"epoch": 0}, ArgumentValueError, "format None"),
-    ({"format": "dataloader.state/0"}, ArgumentValueError, "dataloader.state/2"),
+    ({"format": "dataloader.state/0"}, ArgumentValueError, "dataloader.state/3"),
 ])
 def test_what_is_not_a_state_is_refused(state, error, words):
     with pytest.raises(error, match=words):

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from .._validate import check_non_negative_int, check_positive_int
-from ..errors import ArgumentTypeError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from .cache import ShardCache
 from .filesystems import is_remote
 from .retry import RetryPolicy
@@ -58,5 +58,10 @@ def access_from(retries: Any = RETRIES, read_ahead: Any = None, cache_dir: Any =
     if cache_dir is not None:
         if not isinstance(cache_dir, (str, os.PathLike)):
             raise ArgumentTypeError(f"`cache_dir` must be a path or None; got {type(cache_dir).__name__}.")
+        if not os.fspath(cache_dir):
+            raise ArgumentValueError(
+                '`cache_dir` is an empty string, which would put the copies in the working directory; give '
+                'a folder ("." for the working directory on purpose), or None for no cache.'
+            )
         cache = ShardCache(cache_dir, cache_limit)
     return Access(RetryPolicy(retries=retries), read_ahead, cache)

@@ -81,6 +81,42 @@ def call_with_retries(request: Callable[[], T], what: str, policy: RetryPolicy) 
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def call_parsing(
+    request: Callable[[], T], what: str, policy: RetryPolicy, unparsed: Callable[[BaseException], bool],
+    again: Callable[[], None] = lambda: None,
+) -> T:
+    """``request()``, which parses bytes read from a store, repeated (after ``again()``, which
+    drops what the failed attempt read) while it fails to parse, as ``unparsed(error)`` tells.
+
+    pyarrow's S3 filesystem hands over a ranged read whose body came short (cut on the way,
+    with a Content-Length to match) as if it were whole, its end left unfilled: the cut shows
+    only as bytes that do not parse ("magic bytes not found", a footer or page that cannot be
+    decoded). So a parse failure of a remote file is read again; when every attempt fails, the
+    error is a :class:`RemoteReadError` that names both causes (a cut, a damaged object).
+    """
+    started = time.monotonic()
+    for attempt in range(policy.retries + 1):
+        try:
+            return request()
+        except Exception as error:  # noqa: PERF203 - the loop is the retry
+            if not unparsed(error):
+                raise
+            if attempt < policy.retries:
+                again()
+                time.sleep(policy.wait(attempt))  # backoff: a middlebox that cuts bodies may be busy
+                continue
+            cause = " ".join(f"{type(error).__name__}: {error}".split()).rstrip(".")
+            raise RemoteReadError(
+                f"cannot read {what}: {attempt + 1} reads over {time.monotonic() - started:.1f} s gave bytes "
+                f"that do not parse; the last error was {cause}. Either the store's answers were cut short "
+                "on the way (a proxy or the network ending bodies early: check the connection, or allow "
+                "more attempts with retries=N), or the object itself is damaged or not of its format: "
+                "download it whole and open it with its format's reader (pyarrow, `tar -tf`) to tell.",
+                what, attempts=attempt + 1, cause=cause,
+            ) from error
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def remote_error(error: BaseException, what: str, attempts: int, seconds: float, transient: bool) -> RemoteReadError:
     """The error a request that failed ``attempts`` times ends in, with the fix for its cause."""
     cause = " ".join(f"{type(error).__name__}: {error}".split())

@@ -31,6 +31,13 @@ def retrying(filesystem: pafs.FileSystem, policy: RetryPolicy) -> pafs.FileSyste
     return pafs.PyFileSystem(RetryingHandler(filesystem, policy))
 
 
+def policy_of(filesystem: pafs.FileSystem) -> RetryPolicy | None:
+    """The retry policy of a :func:`retrying` filesystem (None for others: local, not repeated)."""
+    if isinstance(filesystem, pafs.PyFileSystem) and isinstance(filesystem.handler, RetryingHandler):
+        return filesystem.handler.policy
+    return None
+
+
 def unwrapped(filesystem: pafs.FileSystem) -> pafs.FileSystem:
     """The filesystem a :func:`retrying` one repeats requests to (others as they are)."""
     if isinstance(filesystem, pafs.PyFileSystem) and isinstance(filesystem.handler, RetryingHandler):

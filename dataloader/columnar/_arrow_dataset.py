@@ -9,14 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .._remote import RETRIES, ShardCache, access_from
+from .._digest import digest
+from .._remote import RETRIES, ShardCache, access_from, is_remote
 from .._validate import check_choice
-from ..errors import ArgumentTypeError, ArgumentValueError
+from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
 from ._convert import STRINGS
-from ._files import ARROW_SUFFIXES, resolve_files
+from ._files import ARROW_SUFFIXES, files_fingerprint, resolve_files
 from ._fixed import FixedColumn, chunk_view, form_of
 from ._gather import Runs, locate, take_rows
-from ._snapshot import Stamp, check_stamp, take_stamps
+from ._snapshot import Stamp, check_stamp, parsing, stamps_fingerprint, take_stamps
 from ._table_dataset import Allocate, Plan, TableDataset, check_columns, check_fill_null, check_nulls, check_same_columns
 
 
@@ -93,7 +94,7 @@ class ArrowDataset(TableDataset):
         elif isinstance(source, (str, os.PathLike, list, tuple)):
             self._files = resolve_files(source, ARROW_SUFFIXES, filesystem, what="source", access=access)
             self._file_cache = access.cache_for(self._files[0])
-            self._stamps = take_stamps(*self._files)  # checked at every build, in every process
+            self._stamps = take_stamps(*self._files, self.kind)  # checked at every build, in every process
         else:
             raise ArgumentTypeError(
                 f"`source` must be a pyarrow.Table, a path, a URI or a list of them; got {type(source).__name__}."
@@ -131,11 +132,12 @@ class ArrowDataset(TableDataset):
         for path, stamp in zip(paths, self._stamps):
             if self._file_cache is not None:  # the local copy of that version, mapped
                 copy = self._file_cache.fetch(
-                    filesystem, path, stamp.size, stamp.mtime_ns, lambda: check_stamp(filesystem, path, stamp, self.kind)
+                    filesystem, path, stamp.size, stamp.version, lambda: check_stamp(filesystem, path, stamp, self.kind)
                 )
                 parts.append((path, *_read_ipc(pafs.LocalFileSystem(), copy.path)))
                 continue
-            parts.append((path, *_read_ipc(filesystem, path)))
+            local = not is_remote(filesystem)  # a remote file that does not parse is read again
+            parts.append((path, *parsing(lambda: _read_ipc(filesystem, path, local), filesystem, repr(path))))  # noqa: B023
             check_stamp(filesystem, path, stamp, self.kind)  # after the read: what was read is checked
         return parts
 
@@ -148,6 +150,18 @@ class ArrowDataset(TableDataset):
         if self.plan.general:
             arrays.update(self.plan.convert(take_rows(self._general, Runs(chunk), offset)))
         return self.plan.ordered(arrays)
+
+    def order_fingerprint(self) -> dict[str, Any] | None:
+        """Which rows the indices mean, for a loader's resume state: the files, their content
+        (sizes, times, versions) and record batches; None for an in-memory table (its length says it)."""
+        if self._files is None:
+            return None
+        return {
+            "kind": type(self).__name__,
+            "files": files_fingerprint(self._files[1]),
+            "stamps": stamps_fingerprint(self._stamps),
+            "batches": f"{len(self._starts)} record batches, {digest(self._starts.tolist())}",
+        }
 
     def __getstate__(self) -> dict:
         # Paths and options, not buffers: the worker maps the files itself.
@@ -184,7 +198,9 @@ def _fixed_columns(chunks: list[pa.RecordBatch], backings: list, names: list[str
     return fixed
 
 
-def _read_ipc(filesystem: pafs.FileSystem, path: str) -> tuple[pa.Schema, list[pa.RecordBatch], pa.Buffer | None]:
+def _read_ipc(
+    filesystem: pafs.FileSystem, path: str, parsed: bool = True
+) -> tuple[pa.Schema, list[pa.RecordBatch], pa.Buffer | None]:
     """A file's schema, its record batches, and (memory-mapped local files) the whole mapping.
 
     The file is closed before returning: the batches keep the mapping alive,
@@ -193,6 +209,8 @@ def _read_ipc(filesystem: pafs.FileSystem, path: str) -> tuple[pa.Schema, list[p
     local = isinstance(filesystem, pafs.LocalFileSystem)
     try:
         source = pa.memory_map(path, "r") if local else filesystem.open_input_file(path)
+    except DataLoaderError:
+        raise  # a RemoteReadError (denied, or the store kept failing): not a question of format
     except OSError as error:
         raise ArgumentValueError(f"cannot open {path!r} ({error}).") from error
     try:
@@ -204,6 +222,8 @@ def _read_ipc(filesystem: pafs.FileSystem, path: str) -> tuple[pa.Schema, list[p
             backing = source.read_buffer(source.size())  # no copy: a view of the mapping
         return reader.schema, batches, backing
     except pa.ArrowInvalid as error:
+        if not parsed:
+            raise  # read again by the caller (a remote file's body may have come short)
         raise ArgumentValueError(
             f"cannot read {path!r} as an Arrow IPC file ({error}). ArrowDataset reads the IPC file "
             "format (pyarrow.feather.write_feather, pyarrow.ipc.new_file); rewrite a stream-format "

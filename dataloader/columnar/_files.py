@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 
 from .._digest import digest
 from .._local import in_worker_process
-from .._remote import Access, as_pyarrow, from_uri, path_on, unwrapped
+from .._remote import Access, as_pyarrow, drop_listing, from_uri, path_on, unwrapped
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._braces import expand_braces
 
@@ -96,6 +96,7 @@ def _expanded(item: Any) -> list[Any]:
 
 
 def _files_at(fs: pafs.FileSystem, path: str, suffixes: Sequence[str], what: str) -> list[str]:
+    drop_listing(fs, path)  # an fsspec filesystem's cached listing may be of files since replaced
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.File:
         return [path]

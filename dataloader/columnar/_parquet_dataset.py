@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 from .._digest import digest
 from .._remote import RETRIES, access_from, is_remote
 from .._validate import check_bool, check_choice, check_positive_int
-from ..errors import ArgumentValueError
+from ..errors import ArgumentValueError, DataLoaderError
 from ._convert import STRINGS, column_to_array, fill_for
 from ._files import PARQUET_SUFFIXES, files_fingerprint, mapped, resolve_files
 from ._fixed import form_of
 from ._gather import Runs, locate, take_numbers, take_rows
 from ._readers import METADATA_THREADS, row_group_counts
-from ._snapshot import open_cached, open_checked, read_error, take_stamps
+from ._snapshot import open_cached, open_checked, parsing, read_error, stamps_fingerprint, take_stamps
 from ._table_dataset import Allocate, Plan, TableDataset, check_columns, check_fill_null, check_nulls, check_same_columns
 
 # Parquet files each thread keeps open (a batch of random rows jumps between files).
@@ -100,7 +100,7 @@ class ParquetDataset(TableDataset):
         access = access_from(retries, None, cache_dir, cache_limit)
         self._filesystem, self._paths = resolve_files(source, PARQUET_SUFFIXES, filesystem, what="source", access=access)
         self._file_cache = access.cache_for(self._filesystem)
-        self._stamps = take_stamps(self._filesystem, self._paths)  # before the footers: a later change shows
+        self._stamps = take_stamps(self._filesystem, self._paths, self.kind)  # before the footers: a later change shows
         footers = _footers(self._filesystem, self._paths)
         self._file_counts = [footer.rows for footer in footers]
         schema = footers[0].schema
@@ -125,11 +125,12 @@ class ParquetDataset(TableDataset):
 
     def order_fingerprint(self) -> dict[str, Any]:
         """Which rows the indices mean, as plain values: a loader's resume state carries it and
-        refuses other files (of the same total length too)."""
+        refuses other files (of the same total length too), and the same files rewritten since."""
         if self._fingerprint is None:
             self._fingerprint = {
                 "kind": type(self).__name__,
                 "files": files_fingerprint(self._paths),
+                "stamps": stamps_fingerprint(self._stamps),
                 "row_groups": f"{len(self._starts)} row groups, {digest(self._starts.tolist())}",
             }
         return self._fingerprint
@@ -174,8 +175,12 @@ class ParquetDataset(TableDataset):
     def _decode(self, group: int) -> _Group:
         file, index = (int(x) for x in self._groups[group])
         plan = self.plan
+        path = self._paths[file]
         try:
-            table = self._file(file).read_row_group(index, columns=plan.names).combine_chunks()
+            table = parsing(
+                lambda: self._file(file).read_row_group(index, columns=plan.names).combine_chunks(),
+                self._filesystem, f"row group {index} of {path!r}", lambda: self._drop(file),
+            )
         except Exception as error:
             raise read_error(error, self._paths[file], self.kind, index) from error
         arrays = {
@@ -196,6 +201,14 @@ class ParquetDataset(TableDataset):
                 files.popitem(last=False)[1].close()
         files[index] = handle
         return handle
+
+    def _drop(self, index: int) -> None:
+        """Forget file ``index`` as this thread read it (it did not parse): closed, its cached copy deleted."""
+        handle = getattr(self._open, "files", {}).pop(index, None)
+        if handle is not None:
+            handle.close()
+        if self._file_cache is not None:
+            self._file_cache.discard(self._filesystem, self._paths[index])
 
     def _open_checked(self, index: int) -> pq.ParquetFile:
         """File ``index`` opened, after checking it is the file whose footer the index was
@@ -239,9 +252,14 @@ def _footers(filesystem: pafs.FileSystem, paths: list[str]) -> list[_Footer]:
 
 def _footer(filesystem: pafs.FileSystem, path: str) -> _Footer:
     """What the dataset needs from one file's footer (its metadata; no data is read)."""
-    try:
+    def footer() -> tuple[pq.FileMetaData, pa.Schema]:
         with pq.ParquetFile(path, filesystem=filesystem) as file:
-            meta, schema = file.metadata, file.schema_arrow
+            return file.metadata, file.schema_arrow
+
+    try:
+        meta, schema = parsing(footer, filesystem, f"the footer of {path!r}")
+    except DataLoaderError:
+        raise  # a RemoteReadError (denied, or the store kept failing): not a question of format
     except (pa.ArrowInvalid, OSError) as error:
         raise ArgumentValueError(
             f"cannot read {path!r} as Parquet ({error}). ParquetDataset reads Parquet files; read "

@@ -35,10 +35,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .._remote import Access, is_remote, read_ahead
-from ..errors import ArgumentTypeError, ArgumentValueError
+from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
 from ._files import mapped
 from ._sharding import Piece
-from ._snapshot import open_cached, open_checked, read_error, take_stamps
+from ._snapshot import open_cached, open_checked, parsing, read_error, take_stamps
 from ._table_dataset import check_same_columns
 
 # Files a reader keeps open at once (units read in a shuffled order jump between files).
@@ -67,7 +67,7 @@ class Units:
         access = access or Access()
         self.cache = access.cache_for(filesystem)
         self.read_ahead = access.budget(filesystem)  # bytes; 0: read one piece at a time
-        self.stamps = take_stamps(filesystem, paths)  # before the metadata: a later change shows
+        self.stamps = take_stamps(filesystem, paths, self.kind)  # before the metadata: a later change shows
         self.units: list[tuple[int, int]] = []
         self.counts: list[int] = []
         self.file_counts: list[list[int]] = []  # per file, the rows of each of its units
@@ -214,13 +214,25 @@ class Reader:
         )
 
     def read_piece(self, piece: Piece) -> pa.Table:
-        """:meth:`read`, with an error while reading named by its file and unit."""
+        """:meth:`read`, with an error while reading named by its file and unit; read again
+        where a remote file's bytes do not parse (:func:`._snapshot.parsing`)."""
+        units = self.units
+        file, part = units.units[piece.unit]
+        path = units.paths[file]
         try:
-            return self.read(piece)
+            return parsing(
+                lambda: self.read(piece), units.filesystem, f"{units.unit_name} {part} of {path!r}", lambda: self._drop(file)
+            )
         except Exception as error:
-            units = self.units
-            file, part = units.units[piece.unit]
-            raise read_error(error, units.paths[file], units.kind, part, units.unit_name) from error
+            raise read_error(error, path, units.kind, part, units.unit_name) from error
+
+    def _drop(self, index: int) -> None:
+        """Forget file ``index`` as read so far (it did not parse): closed, and its cached copy deleted."""
+        handle = self._open.pop(index, None)
+        if handle is not None:
+            _close(handle)
+        if self.units.cache is not None:
+            self.units.cache.discard(self.units.filesystem, self.units.paths[index])
 
     def _open_file(self, filesystem: pafs.FileSystem, path: str) -> Any:
         """Open ``path`` on ``filesystem`` (the units' own, or the local disk for a cached copy)."""
@@ -247,9 +259,14 @@ class ParquetUnits(Units):
     kind = "ParquetStream"
 
     def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
-        try:
+        def footer() -> tuple[pa.Schema, list[int]]:
             with pq.ParquetFile(path, filesystem=self.filesystem) as file:
                 return file.schema_arrow, row_group_counts(file.metadata)
+
+        try:
+            return parsing(footer, self.filesystem, f"the footer of {path!r}")
+        except DataLoaderError:
+            raise  # a RemoteReadError (denied, or the store kept failing): not a question of format
         except (pa.ArrowInvalid, OSError) as error:
             raise ArgumentValueError(
                 f"cannot read {path!r} as Parquet ({error}). Give Parquet files only; ArrowStream "
@@ -303,11 +320,17 @@ class ArrowUnits(Units):
     unit_name = "record batch"
 
     def _metadata(self, path: str) -> tuple[pa.Schema, list[int]]:
-        source, file = open_ipc(self.filesystem, path)
+        def header() -> tuple[pa.Schema, list[int]]:
+            source, file = open_ipc(self.filesystem, path, parsed=False)
+            try:
+                return file.schema, [file.get_batch(i).num_rows for i in range(file.num_record_batches)]
+            finally:
+                source.close()
+
         try:
-            return file.schema, [file.get_batch(i).num_rows for i in range(file.num_record_batches)]
-        finally:
-            source.close()
+            return parsing(header, self.filesystem, f"the record batches of {path!r}")
+        except pa.ArrowInvalid as error:
+            raise _not_ipc(path, error) from error
 
     def reader(self) -> "ArrowReader":
         return ArrowReader(self)
@@ -317,7 +340,7 @@ class ArrowReader(Reader):
     units: ArrowUnits
 
     def _open_file(self, filesystem: pafs.FileSystem, path: str) -> Any:
-        return open_ipc(filesystem, path)
+        return open_ipc(filesystem, path, parsed=False)  # a cut header is read again (read_piece)
 
     def _counts(self, handle: Any) -> list[int] | None:
         source, file = handle
@@ -335,24 +358,33 @@ class ArrowReader(Reader):
         return table.select(units.names)
 
 
-def open_ipc(filesystem: pafs.FileSystem, path: str) -> tuple[Any, pa.ipc.RecordBatchFileReader]:
-    """(the open source, its IPC file reader); local files are memory-mapped."""
+def open_ipc(filesystem: pafs.FileSystem, path: str, parsed: bool = True) -> tuple[Any, pa.ipc.RecordBatchFileReader]:
+    """(the open source, its IPC file reader); local files are memory-mapped. A file that is not
+    Arrow IPC is an ``ArgumentValueError`` (``parsed=False``: pyarrow's error, to be read again)."""
     try:
         if isinstance(filesystem, pafs.LocalFileSystem):
             source = pa.memory_map(path, "r")
         else:
             source = filesystem.open_input_file(path)
+    except DataLoaderError:
+        raise
     except OSError as error:
         raise ArgumentValueError(f"cannot open {path!r} ({error}).") from error
     try:
         return source, pa.ipc.open_file(source)
-    except pa.ArrowInvalid as error:
+    except BaseException as error:
         source.close()
-        raise ArgumentValueError(
-            f"cannot read {path!r} as an Arrow IPC file ({error}). ArrowStream reads the IPC file "
-            "format (pyarrow.feather.write_feather, pyarrow.ipc.new_file); rewrite a stream-format "
-            "file with pyarrow.ipc.new_file, and read Parquet with ParquetStream."
-        ) from error
+        if parsed and isinstance(error, pa.ArrowInvalid):
+            raise _not_ipc(path, error) from error
+        raise
+
+
+def _not_ipc(path: str, error: BaseException) -> ArgumentValueError:
+    return ArgumentValueError(
+        f"cannot read {path!r} as an Arrow IPC file ({error}). ArrowStream reads the IPC file "
+        "format (pyarrow.feather.write_feather, pyarrow.ipc.new_file); rewrite a stream-format "
+        "file with pyarrow.ipc.new_file, and read Parquet with ParquetStream."
+    )
 
 
 def check_columns(columns: Any, schema: pa.Schema) -> list[str] | None:

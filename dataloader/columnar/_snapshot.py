@@ -4,7 +4,8 @@ A reader plans from metadata read once (row-group counts, record-batch
 counts): every process computes its rows from those numbers. A file replaced
 or rewritten afterwards would be read through the old numbers, which loses or
 repeats rows without an error. So each reader records every file's size,
-modification time and, on a local disk, inode when it reads the metadata
+modification time, the store's version tag (ETag, version id) where it has one
+and, on a local disk, inode when it reads the metadata
 (:func:`take_stamps`), checks
 them again each time it opens the file (:func:`check_stamp`; Parquet readers
 also compare the footer's row groups), and raises :class:`SourceChangedError`
@@ -16,12 +17,16 @@ row group (:func:`read_error`).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, NamedTuple, Sequence, TypeVar
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .._remote import ShardCache
+from .._digest import digest
+from .._remote import GONE, FileVersion, ShardCache, call_parsing, file_versions, policy_of
 from ..errors import DataFileError, DataLoaderError, SourceChangedError
 
 Handle = TypeVar("Handle")
@@ -33,24 +38,66 @@ _REBUILD = (
 )
 
 
-class Stamp(NamedTuple):
-    """What a file was when its metadata was read: its size, modification time and, on a local
-    disk, its identity (device, inode). Modification times tick with the kernel's coarse clock
-    (a few ms), so a file replaced by one of the same size within a tick shows only in its inode."""
+@dataclass(frozen=True)
+class Stamp:
+    """What a file was when its metadata was read: its size, modification time, the store's
+    version tag (ETag, version id) where it gives one and, on a local disk, its identity
+    (device, inode). Modification times tick with the kernel's coarse clock (a few ms), so a
+    file replaced by one of the same size within a tick shows only in its inode."""
 
     size: int | None
     mtime_ns: int | None
     identity: tuple[int, int] | None = None
+    tag: str | None = None
+    # Made with the stamps of a reader whose store gives neither a time nor a tag: the cache
+    # keeps such a copy for that reader (and its workers) only. Not part of the comparison.
+    token: str | None = field(default=None, compare=False)
+
+    @property
+    def empty(self) -> bool:
+        """A file whose store says nothing but its size: a same-size replacement cannot show."""
+        return self.size is not None and self.mtime_ns is None and self.tag is None
+
+    @property
+    def version(self) -> list[Any]:
+        """What the cache records to tell this version of the file from others."""
+        return ["unstamped", self.token] if self.empty else [self.mtime_ns, self.tag]
 
 
 _GONE = Stamp(None, None)  # the stamp of a path where no file is
 
 
-def take_stamps(filesystem: pafs.FileSystem, paths: Sequence[str]) -> list[Stamp]:
-    """The stamps of ``paths`` (for remote files, one listing call for all of them)."""
+def take_stamps(filesystem: pafs.FileSystem, paths: Sequence[str], kind: str | None = None) -> list[Stamp]:
+    """The stamps of ``paths`` (for remote files, one request per file). ``kind`` (when a reader
+    is built) warns where the store gives no modification time or version tag."""
     if isinstance(filesystem, pafs.LocalFileSystem):
         return [_local_stamp(path) for path in paths]
-    return [_stamp(info) for info in filesystem.get_file_info(list(paths))]
+    token = uuid.uuid4().hex
+    stamps = [_stamp(version, token) for version in file_versions(filesystem, paths)]
+    if kind is not None and any(stamp.empty for stamp in stamps):
+        _warn_unstamped(filesystem, paths[[stamp.empty for stamp in stamps].index(True)], kind)
+    return stamps
+
+
+def stamps_fingerprint(stamps: Sequence[Stamp]) -> str:
+    """What the files hold, in a few words for a saved state: their sizes and versions (time
+    and tag; not the inode, so the same files copied with their times, ``cp -p``, match)."""
+    total = sum(stamp.size or 0 for stamp in stamps)
+    unstamped = sum(stamp.empty for stamp in stamps)
+    note = f", {unstamped} without a time or tag" if unstamped else ""
+    return f"{total} bytes{note}, {digest([[s.size, s.mtime_ns, s.tag] for s in stamps])}"
+
+
+def _warn_unstamped(filesystem: pafs.FileSystem, path: str, kind: str) -> None:
+    warnings.warn(
+        f"{kind}: the filesystem ({filesystem.type_name}) gives no modification time, ETag or version "
+        f"id for {path!r} (and maybe others), only its size. A file replaced by one of the same size "
+        "while the loader reads, or before a saved state is loaded, cannot be noticed; the cache "
+        "(cache_dir) keeps such a copy for this reader only. Keep the files as they are while they "
+        "are read, or use a filesystem that reports modification times.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def check_stamp(filesystem: pafs.FileSystem, path: str, stamp: Stamp, kind: str) -> None:
@@ -64,9 +111,10 @@ def check_stamp(filesystem: pafs.FileSystem, path: str, stamp: Stamp, kind: str)
         )
     if now != stamp:
         replaced = ", replaced by another file" if now.identity != stamp.identity else ""
+        tagged = f", version {stamp.tag} -> {now.tag}" if now.tag != stamp.tag else ""
         raise SourceChangedError(
             f"{path!r} changed after the {kind} read its metadata (size {stamp.size} -> {now.size} "
-            f"bytes, modified at {stamp.mtime_ns} -> {now.mtime_ns} ns{replaced}): reading it through the old "
+            f"bytes, modified at {stamp.mtime_ns} -> {now.mtime_ns} ns{tagged}{replaced}): reading it through the old "
             "row counts would lose or repeat rows. " + _REBUILD.format(kind=kind),
             path,
         )
@@ -117,7 +165,7 @@ def open_cached(
     when it is there; before a fetch the remote file's stamp is checked."""
     local = pafs.LocalFileSystem()
     for _ in range(3):  # a copy evicted by another process between fetch and open is fetched again
-        copy = cache.fetch(filesystem, path, stamp.size, stamp.mtime_ns, lambda: check_stamp(filesystem, path, stamp, kind))
+        copy = cache.fetch(filesystem, path, stamp.size, stamp.version, lambda: check_stamp(filesystem, path, stamp, kind))
         try:
             handle = open_file(local, copy.path)
         except FileNotFoundError:
@@ -137,6 +185,26 @@ def check_counts(path: str, planned: Sequence[int], found: Sequence[int], kind: 
             "old counts would lose or repeat rows. " + _REBUILD.format(kind=kind),
             path,
         )
+
+
+def parsing(request: Callable[[], Handle], filesystem: pafs.FileSystem, what: str, again: Callable[[], None] = lambda: None) -> Handle:
+    """``request()``, which parses bytes of a file on ``filesystem``: on a remote one, read again
+    while it fails to parse (a body cut short on the way shows only so; see
+    :func:`~dataloader._remote.call_parsing`), then a ``RemoteReadError``; local files once."""
+    policy = policy_of(filesystem)
+    if policy is None:
+        return request()
+    return call_parsing(request, what, policy, unparsed, again)
+
+
+def unparsed(error: BaseException) -> bool:
+    """Whether ``error`` is a failure to parse bytes read (the library's read error of a corrupt
+    file included), not a missing or changed file, a failed request or a bug."""
+    if type(error) is DataFileError and error.__cause__ is not None:
+        error = error.__cause__
+    if isinstance(error, (DataLoaderError, FileNotFoundError)):
+        return False
+    return isinstance(error, (pa.ArrowException, OSError, EOFError, ValueError))
 
 
 def read_error(
@@ -163,10 +231,11 @@ def read_error(
     )
 
 
-def _stamp(info: pafs.FileInfo) -> Stamp:
-    if info.type == pafs.FileType.NotFound:
+def _stamp(version: FileVersion, token: str) -> Stamp:
+    if version == GONE:
         return _GONE
-    return Stamp(info.size, _mtime_ns(info))
+    stamp = Stamp(version.size, version.mtime_ns, None, version.tag)
+    return Stamp(stamp.size, stamp.mtime_ns, None, stamp.tag, token) if stamp.empty else stamp
 
 
 def _local_stamp(path: str) -> Stamp:
@@ -176,10 +245,3 @@ def _local_stamp(path: str) -> Stamp:
     except FileNotFoundError:
         return _GONE
     return Stamp(status.st_size, status.st_mtime_ns, (status.st_dev, status.st_ino))
-
-
-def _mtime_ns(info: Any) -> int | None:
-    try:
-        return info.mtime_ns  # type: ignore[no-any-return]
-    except (TypeError, ValueError):  # a filesystem that keeps no modification times
-        return None

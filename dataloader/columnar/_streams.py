@@ -7,13 +7,15 @@ them into rows or batches (:mod:`._batching`).
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
 from .._digest import digest
+from .._order_state import check_order, order_of
 from .._remote import RETRIES, access_from
 from .._validate import check_bool, check_choice, check_non_negative_int, check_optional_seed, check_positive_int
 from ..dataset import Collated, StreamDataset
@@ -24,10 +26,28 @@ from ._batching import batch_rows, cut_batches, drop_rows, in_pieces, rows_of, s
 from ._convert import STRINGS, table_to_batch
 from ._files import ARROW_SUFFIXES, PARQUET_SUFFIXES, files_fingerprint, resolve_files
 from ._readers import ArrowUnits, ParquetUnits, Units
+from ._snapshot import stamps_fingerprint
 from ._sharding import BUFFER_STREAM, Layout, Piece, Planner, shard_range
 from ._table_dataset import check_fill_null
 
 SURPLUS = ("drop", "carry")
+# Why each field of the order fingerprint must match for a saved position to be loaded.
+_WHY = {
+    "kind": "a state of another kind of stream places nothing here",
+    "files": "the rows would come from other files",
+    "stamps": "the files were rewritten since: their rows are not the ones the state counted",
+    "row_groups": "the rows are cut into other units, so the epoch's plan differs",
+    "columns": "a state is a position in the rows of the columns read",
+    "filter": "it decides which rows an epoch holds",
+    "batch_size": "the epoch's plan cuts the shards by whole batches",
+    "shuffle": "it decides the order of the rows",
+    "seed": "it decides the order of the rows",
+    "shuffle_buffer": "it decides the order of the rows",
+    "world_size": "each process's share of the rows depends on it",
+    "rank": "each process's share of the rows depends on it",
+    "equal": "it decides which rows an epoch holds",
+    "surplus": "it decides which rows an epoch holds",
+}
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,7 @@ class ColumnarStream(StreamDataset):
         self._progress: _Progress | None = None
         self._resume: tuple[int, int] | None = None  # (epoch, rows): where the next iter() starts
         self._fingerprint: dict[str, Any] | None = None  # order_fingerprint(), made once
+        self._order_fields: dict[str, Any] | None = None  # what a state carries of it, made once
 
     def _check_equal(self, kind: str) -> None:
         if not self.equal:
@@ -127,13 +148,15 @@ class ColumnarStream(StreamDataset):
 
     def order_fingerprint(self) -> dict[str, Any]:
         """What decides which rows come in which order, as plain values: a loader's resume
-        state carries it and refuses a stream that differs (naming the field)."""
+        state carries it and refuses a stream that differs (naming the field): other files,
+        or the same files rewritten since (their sizes, times and versions: ``stamps``)."""
         if self._fingerprint is not None:
             return self._fingerprint
         units = self._units
         self._fingerprint = {
             "kind": type(self).__name__,
             "files": files_fingerprint(units.paths),
+            "stamps": stamps_fingerprint(units.stamps),
             "row_groups": f"{len(units.counts)} units, {digest(units.counts)}",
             "columns": None if units.columns is None else list(units.columns),
             "filter": None if units.filter is None else str(units.filter),
@@ -162,22 +185,41 @@ class ColumnarStream(StreamDataset):
         progress = self._progress or self._start(self._epoch or 0)[0]
         return progress.snapshot()
 
-    def state_dict(self) -> dict[str, int]:
-        """Where the iterator ``iter()`` returned last stands: its epoch and the rows this
+    def state_dict(self) -> dict[str, Any]:
+        """Where the iterator ``iter()`` returned last stands: its epoch, the rows this
         process's shard has delivered (a loader's :meth:`~dataloader.DataLoader.state_dict`
-        asks at every batch boundary)."""
+        asks at every batch boundary) and ``order``, the stream's :meth:`order_fingerprint`
+        in short, which :meth:`load_state_dict` checks."""
         if self._resume is not None:  # loaded, not read yet
-            return {"epoch": self._resume[0], "rows": self._resume[1]}
-        progress = self._progress
-        if progress is None:
-            return {"epoch": self._epoch if self._epoch is not None else self._iterations, "rows": 0}
-        return {"epoch": progress.epoch, "rows": progress.rows}
+            epoch, rows = self._resume
+        elif self._progress is None:
+            epoch, rows = (self._epoch if self._epoch is not None else self._iterations), 0
+        else:
+            epoch, rows = self._progress.epoch, self._progress.rows
+        return {"epoch": epoch, "rows": rows, "order": self._order()}
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` of epoch ``state["epoch"]`` start after ``state["rows"]`` rows
         of this shard. Without a filter or a shuffle buffer it starts reading there; otherwise it
-        reads the shard from its start and drops those rows."""
+        reads the shard from its start and drops those rows. A state of a stream over other
+        files (or the same files rewritten since), with another shuffle, seed, batch size or
+        world, is refused, as a loader refuses it."""
+        kind = type(self).__name__
+        if not (isinstance(state, Mapping) and {"epoch", "rows", "order"} <= set(state)):
+            raise ArgumentValueError(
+                f"{kind}.load_state_dict: the state must be what a {kind}'s state_dict() returned, a "
+                f"dict of 'epoch', 'rows' and 'order'; got {state!r}. (A state saved by an older "
+                "version holds no 'order': start the epoch afresh.)"
+            )
+        check_order(kind, "stream", state["order"], self._order(), _WHY)
         self._resume = (check_non_negative_int("epoch", state["epoch"]), check_non_negative_int("rows", state["rows"]))
+
+    def _order(self) -> dict[str, Any]:
+        """What a state carries of :meth:`order_fingerprint` (:func:`~dataloader._order_state.order_of`),
+        made once; a fresh copy each time."""
+        if self._order_fields is None:
+            self._order_fields = order_of(self.order_fingerprint())
+        return copy.deepcopy(self._order_fields)
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self._epoch

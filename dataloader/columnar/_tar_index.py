@@ -13,6 +13,11 @@ the fields seen and the shard's size. ``write_tar_shards`` stores it beside
 the shard as ``<shard>.idx`` (a small JSON file); a shard without one, or
 with one recorded for another size, is scanned: read once from start to end
 as a stream, headers parsed by :mod:`tarfile`, data skipped.
+
+On object storage a body cut short on the way can come back as if whole
+(pyarrow's S3 leaves the missing tail unfilled), so a remote sidecar that does
+not parse, a shard's end that is not where its index says, and a scan that
+does not parse are read again (:func:`._snapshot.parsing`) before they count.
 """
 
 from __future__ import annotations
@@ -25,13 +30,17 @@ from typing import Any, Iterator
 
 import pyarrow.fs as pafs
 
-from ..errors import ArgumentValueError
+from ..errors import ArgumentValueError, DataFileError
+from ._snapshot import parsing
 
 SIDECAR_SUFFIX = ".idx"
 FORMAT = "dataloader.tar-index"
 VERSION = 1
 BLOCK = tarfile.BLOCKSIZE
 _SKIP_CHUNK = 1 << 20  # bytes read at a time while skipping a member's data in a scan
+# A compressed tar starts with its compressor's magic bytes: (magic, name, the command that undoes it).
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip"), (b"BZh", "bzip2", "bunzip2"),
+               (b"\xfd7zXZ\x00", "xz", "unxz"), (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"))
 
 
 @dataclass(frozen=True)
@@ -62,13 +71,28 @@ class TarIndex:
     def from_json(cls, text: str | bytes) -> "TarIndex | None":
         """The index a sidecar holds, or None for one of another format or version, or garbled."""
         try:
+            return cls._parsed(text)
+        except TarBytesError:
+            return None
+
+    @classmethod
+    def _parsed(cls, text: str | bytes) -> "TarIndex | None":
+        """The index a sidecar holds, None for one of another format or version; a garbled one
+        (perhaps cut short on the way) is :class:`TarBytesError`."""
+        try:
             data = json.loads(text)
             if data.get("format") != FORMAT or data.get("version") != VERSION:
                 return None
             offsets = tuple(int(n) for n in data["offsets"])
             return cls(offsets, int(data["end"]), tuple(str(f) for f in data["fields"]), int(data["size"]))
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return None
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise TarBytesError(f"its index does not parse ({type(error).__name__}: {error})") from error
+
+
+class TarBytesError(ValueError):
+    """Bytes of a shard or of its index that do not read as they should: a corrupt or stale file,
+    or (remote) a body cut short on the way. The message is the cause, without advice: callers
+    add the advice that fits (read again, scan, write the shard again)."""
 
 
 def split_name(name: str) -> tuple[str, str] | None:
@@ -118,8 +142,11 @@ class SampleGrouper:
 
 
 def scan(stream: Any, shard: str, size: int) -> TarIndex:
-    """The index of the tar read sequentially from ``stream`` (``size`` bytes long)."""
+    """The index of the tar read sequentially from ``stream`` (``size`` bytes long); bytes that do
+    not read as a tar are :class:`TarBytesError`."""
     reader = _ForwardReader(stream)
+    _check_uncompressed(reader.read(BLOCK), shard)
+    reader.seek(0)  # within the block just read
     grouper = SampleGrouper(shard)
     offsets: list[int] = []
     end = 0
@@ -133,10 +160,31 @@ def scan(stream: Any, shard: str, size: int) -> TarIndex:
                     end = member.offset_data + _padded(member.size)
             tail = reader.last_read
     except (tarfile.TarError, EOFError, OSError) as error:
-        raise ArgumentValueError(_not_a_tar(shard, str(error))) from error
+        raise TarBytesError(str(error)) from error
     if len(tail) < BLOCK or tail.count(0) != BLOCK:
-        raise ArgumentValueError(_not_a_tar(shard, "the end-of-archive block is missing: the file is truncated"))
+        raise TarBytesError("the end-of-archive block is missing: the file is truncated")
     return TarIndex(tuple(offsets), end, tuple(sorted(grouper.fields)), size)
+
+
+def _check_uncompressed(head: bytes, shard: str) -> None:
+    """Refuse a compressed tar (``.tar.gz``, ``.tgz``...): its samples are not at byte offsets of
+    the file, so no ranged read could find them. ``head`` is the file's first block."""
+    for magic, name, command in _COMPRESSED:
+        if head.startswith(magic) and not _is_tar_header(head):
+            raise DataFileError(
+                f"{shard!r} is a {name}-compressed tar, and TarStream reads uncompressed tar shards "
+                f"(a run of samples is one ranged read of the file's bytes). Decompress it "
+                f"(`{command} -c FILE > NAME.tar`) and read the .tar, or write the shards with write_tar_shards.",
+                shard,
+            )
+
+
+def _is_tar_header(block: bytes) -> bool:
+    try:
+        tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")  # checks the header's checksum
+    except tarfile.TarError:
+        return False
+    return True
 
 
 def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
@@ -151,6 +199,11 @@ def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
 
 def _padded(size: int) -> int:
     return -(-size // BLOCK) * BLOCK
+
+
+def not_a_tar(shard: str, error: BaseException) -> ArgumentValueError:
+    """The error of a shard that does not read as a tar (``error`` says why)."""
+    return ArgumentValueError(_not_a_tar(shard, str(error)))
 
 
 def _not_a_tar(shard: str, cause: str) -> str:
@@ -201,15 +254,23 @@ class _ForwardReader:
 
 def read_sidecar(filesystem: pafs.FileSystem, path: str, size: int | None) -> TarIndex | None:
     """The sidecar index of shard ``path`` when there is one recorded for a shard of ``size`` bytes
-    whose end is where the index says (:func:`_ends_as_indexed`)."""
+    whose end is where the index says (:func:`_ends_as_indexed`). On a remote store, a sidecar
+    that does not parse or an end that does not match is read again first (a cut body); when it
+    stays so, None (the shard is scanned)."""
     try:
-        with filesystem.open_input_stream(path + SIDECAR_SUFFIX) as stream:
-            index = TarIndex.from_json(stream.read())
-        if index is None or index.size != size:
-            return None
-        return index if _ends_as_indexed(filesystem, path, index) else None
-    except (FileNotFoundError, OSError):
+        return parsing(lambda: _sidecar(filesystem, path, size), filesystem, f"the index of {path!r}")
+    except (FileNotFoundError, OSError, TarBytesError):  # a RemoteReadError too: the scan tells
         return None
+
+
+def _sidecar(filesystem: pafs.FileSystem, path: str, size: int | None) -> TarIndex | None:
+    with filesystem.open_input_stream(path + SIDECAR_SUFFIX) as stream:
+        index = TarIndex._parsed(stream.read())
+    if index is None or index.size != size:
+        return None
+    if not _ends_as_indexed(filesystem, path, index):
+        raise TarBytesError(f"{path!r} does not end where its index says")
+    return index
 
 
 def _ends_as_indexed(filesystem: pafs.FileSystem, path: str, index: TarIndex) -> bool:
@@ -233,16 +294,25 @@ def _ends_as_indexed(filesystem: pafs.FileSystem, path: str, index: TarIndex) ->
 
 
 def index_shard(filesystem: pafs.FileSystem, path: str, size: int | None) -> TarIndex:
-    """Shard ``path``'s index: its sidecar's when current, else from a scan."""
+    """Shard ``path``'s index: its sidecar's when current, else from a scan (on a remote store, a
+    scan that does not parse is read again, then a ``RemoteReadError``)."""
     index = read_sidecar(filesystem, path, size)
     if index is not None:
         return index
     if size is None:
         size = filesystem.get_file_info(path).size or 0
     try:
-        with filesystem.open_input_stream(path) as stream:
-            return scan(stream, path, size)
-    except ArgumentValueError:
+        return parsing(lambda: scanned(filesystem, path, size), filesystem, f"{path!r}, scanned for its samples")
+    except TarBytesError as error:  # a local file, read once
+        raise not_a_tar(path, error) from error.__cause__
+    except (ArgumentValueError, DataFileError):
         raise
     except OSError as error:
-        raise ArgumentValueError(_not_a_tar(path, str(error))) from error
+        raise not_a_tar(path, error) from error
+
+
+def scanned(filesystem: pafs.FileSystem, path: str, size: int) -> TarIndex:
+    """The index of shard ``path`` from a scan; bytes that do not read as a tar are :class:`TarBytesError`."""
+    # compression=None: the file's own bytes (pyarrow would inflate a .gz name; the reads could not)
+    with filesystem.open_input_stream(path, compression=None) as stream:
+        return scan(stream, path, size)

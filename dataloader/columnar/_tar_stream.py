@@ -34,10 +34,11 @@ def _json(data: bytes) -> Any:
     return json.loads(data)
 
 
+# The fields decode=True reads as an int, by the last part of the name (write_tar_shards takes ints only there).
+INTEGER_FIELDS = ("cls", "cls2", "index", "id")
 # WebDataset's text fields, by the last part of the field name ("seg.json" decodes as json).
 DEFAULT_DECODERS: dict[str, Decoder] = {
-    "cls": _integer, "cls2": _integer, "index": _integer, "id": _integer,
-    "txt": _text, "text": _text, "json": _json,
+    **dict.fromkeys(INTEGER_FIELDS, _integer), "txt": _text, "text": _text, "json": _json,
 }
 
 
@@ -109,7 +110,8 @@ class TarStream(ColumnarStream):
     files are padded to 10 KiB records), is scanned instead: read once from start to end, which on object storage
     means downloading every shard once when the stream is built. A file that is
     not a tar, or is truncated, is an :class:`~dataloader.ArgumentValueError`
-    naming it. Afterwards every shard's size and modification time are checked
+    naming it; a compressed one (``.tar.gz``) a :class:`~dataloader.DataFileError`
+    saying so (decompress it: its samples are not at offsets of the file). Afterwards every shard's size and modification time are checked
     whenever it is opened, so a shard replaced after the build is a
     :class:`~dataloader.SourceChangedError`, never samples read at stale offsets.
 

@@ -20,7 +20,8 @@ import pyarrow.fs as pafs
 from ..errors import ArgumentValueError, DataFileError
 from ._readers import Reader, Units
 from ._sharding import Piece
-from ._tar_index import SampleGrouper, TarIndex, index_shard, read_sidecar
+from ._snapshot import parsing
+from ._tar_index import SampleGrouper, TarIndex, TarBytesError, index_shard, not_a_tar, read_sidecar, scanned
 
 KEY = "__key__"
 # A column the reader adds for the stream's error messages (which shard a row came from); the
@@ -68,13 +69,29 @@ class TarUnits(Units):
         stamp = self.stamps[self._positions[path]]
         index = read_sidecar(self.filesystem, path, stamp.size)
         if index is None and self.cache is not None:
-            # A scan reads the whole shard: into the cache, where the first epoch finds it.
-            copy = self.cache.fetch(self.filesystem, path, stamp.size, stamp.mtime_ns)
-            index = index_shard(pafs.LocalFileSystem(), copy.path, stamp.size)
+            index = self._scan_copy(path)
         if index is None:
             index = index_shard(self.filesystem, path, stamp.size)
         self._found[path] = index
         return fields_schema(index.fields), [index.samples]
+
+    def _scan_copy(self, path: str) -> TarIndex:
+        """A scan reads the whole shard: into the cache, where the first epoch finds it. A copy
+        that does not read as a tar is fetched again (a body cut short on the way), then the
+        error is a ``RemoteReadError``."""
+        cache, stamp = self.cache, self.stamps[self._positions[path]]
+
+        def scan_copy() -> TarIndex:
+            copy = cache.fetch(self.filesystem, path, stamp.size, stamp.version)  # type: ignore[union-attr]
+            return scanned(pafs.LocalFileSystem(), copy.path, stamp.size or 0)
+
+        try:
+            return parsing(
+                scan_copy, self.filesystem, f"{path!r}, scanned for its samples",
+                lambda: cache.discard(self.filesystem, path),  # type: ignore[union-attr]
+            )
+        except TarBytesError as error:
+            raise not_a_tar(path, error) from error.__cause__
 
     def _same_schema(self, schema: pa.Schema, path: str, columns: Any) -> None:
         """Shards may hold different fields (a sample lacks what it lacks): keep them all."""
@@ -124,13 +141,34 @@ class TarReader(Reader):
             )
         samples = parse_samples(data, path, piece.start)
         if len(samples) != piece.stop - piece.start:
-            raise DataFileError(
+            raise TarParseError(
                 f"samples {piece.start}..{piece.stop - 1} of {path!r} hold {len(samples)} samples where "
-                f"its index says {piece.stop - piece.start}: the index ({path}.idx) does not describe "
-                "this shard. Delete the .idx file (the shard is then scanned), or write both again.",
-                path, piece.start,
+                f"its index says {piece.stop - piece.start}",
+                DataFileError(
+                    f"samples {piece.start}..{piece.stop - 1} of {path!r} hold {len(samples)} samples where "
+                    f"its index says {piece.stop - piece.start}: the index ({path}.idx) does not describe "
+                    "this shard. Delete the .idx file (the shard is then scanned), or write both again.",
+                    path, piece.start,
+                ),
             )
         return samples_table(samples, units.names, file)
+
+    def read_piece(self, piece: Piece) -> pa.Table:
+        """The base's read (a remote piece that does not parse is read again, then a
+        ``RemoteReadError``); a local one is a ``DataFileError`` that says what to do."""
+        try:
+            return super().read_piece(piece)
+        except TarParseError as error:
+            raise error.local from error.__cause__
+
+
+class TarParseError(TarBytesError):
+    """A piece whose bytes do not parse: the cause in the message (what a ``RemoteReadError``
+    quotes after the retries), and ``local``, the error for a file read once, with its advice."""
+
+    def __init__(self, message: str, local: DataFileError) -> None:
+        super().__init__(message)
+        self.local = local
 
 
 def parse_samples(data: bytes, path: str, first: int) -> list[tuple[str, dict[str, bytes]]]:
@@ -154,11 +192,11 @@ def parse_samples(data: bytes, path: str, first: int) -> list[tuple[str, dict[st
                 samples[-1][1][field] = view[member.offset_data : stop].tobytes()
     except (tarfile.TarError, ArgumentValueError) as error:
         where = f"after sample {samples[-1][0]!r}" if samples else "at its first sample"
-        raise DataFileError(
-            f"cannot parse sample {first + len(samples)} of {path!r} ({where}): {error}. The shard is "
-            "corrupt, or was rewritten after the TarStream indexed it; write it again.",
+        cause = f"cannot parse sample {first + len(samples)} of {path!r} ({where}): {error}"
+        raise TarParseError(cause, DataFileError(
+            f"{cause}. The shard is corrupt, or was rewritten after the TarStream indexed it; write it again.",
             path, first + len(samples),
-        ) from error
+        )) from error
     return samples
 
 

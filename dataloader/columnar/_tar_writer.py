@@ -29,7 +29,8 @@ from .._validate import check_bool, check_positive_int
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ._files import WRITE_IN_PROGRESS
 from ._shard_files import ShardFormat, finish_directory, open_directory, prepare_directory, uri_of
-from ._tar_index import SIDECAR_SUFFIX, TarIndex
+from ._tar_index import SIDECAR_SUFFIX, TarIndex, split_name
+from ._tar_stream import INTEGER_FIELDS
 
 # Without explicit sizes, a shard ends after the sample that takes it past this many bytes.
 SHARD_BYTES = 256 * 2**20
@@ -74,7 +75,11 @@ def write_tar_shards(
     UTF-8, numbers and booleans as their text, dicts and lists as JSON, NumPy
     arrays in the ``.npy`` format (``np.save``); ``None`` writes no member (the
     sample lacks that field). Keys starting with ``__`` other than ``__key__``
-    (WebDataset's ``__url__`` and the like) are not written.
+    (WebDataset's ``__url__`` and the like) are not written. What it writes reads
+    back as it was, so it refuses what would not: a key or field name with a NUL
+    or a lone surrogate, a key with an empty part (``a//b``), and a field that
+    ``TarStream`` decodes as an int (``cls``, ``cls2``, ``index``, ``id``) given
+    anything but an int or bytes (``True``, ``2.7``).
 
     As ``write_parquet_shards`` does, it writes an empty ``_WRITE_IN_PROGRESS``
     file first and deletes it last: while it is there readers refuse the
@@ -200,7 +205,10 @@ class TarShardWriter:
                 "({'__key__': name, field: value, ...})."
             )
         key = self._key(sample, number)
-        members = [(f, encode_field(v, key, f)) for f, v in sample.items() if _is_field(f, key) and v is not None]
+        members = [
+            (f, encode_field(_readable_value(v, f, key, number), key, f))
+            for f, v in sample.items() if _is_field(f, key, number) and v is not None
+        ]
         tar = self._shard()
         self._offsets.append(tar.offset)
         for field, data in members:
@@ -233,6 +241,14 @@ class TarShardWriter:
             raise ArgumentValueError(
                 f"sample {number} has the key {key!r}; a key must be a non-empty string without a dot "
                 "after its last '/' (the first dot of a member's name ends the key)."
+            )
+        _check_readable(key, "key", key, number)
+        read_back = split_name(f"{key}.x")
+        if read_back != (key, "x"):
+            raise ArgumentValueError(
+                f"sample {number} has the key {key!r}, which a reader gets back as "
+                f"{read_back[0] if read_back else None!r}: a key's '/' must separate non-empty parts "
+                "(no '//'). Give the sample a key without empty parts."
             )
         if key in self._keys:
             raise ArgumentValueError(
@@ -272,10 +288,48 @@ class TarShardWriter:
         self.paths.append(final)
 
 
-def _is_field(name: Any, key: str) -> bool:
+def _is_field(name: Any, key: str, number: int) -> bool:
     if not isinstance(name, str) or not name or "/" in name:
         raise ArgumentTypeError(
             f"sample {key!r} has the field name {name!r}; field names must be non-empty strings without '/'."
         )
-    return not name.startswith("__")
+    if name.startswith("__"):
+        return False
+    _check_readable(name, "field name", key, number)
+    return True
+
+
+def _check_readable(name: str, what: str, key: str, number: int) -> None:
+    """Refuse a key or field name that a tar member's name cannot carry back to a reader."""
+    if "\x00" in name:
+        why = "holds a NUL character, which ends a name in a tar header (a reader gets it cut short)"
+    elif not _is_utf8(name):
+        why = "is not valid Unicode (it holds a lone surrogate), so it cannot be written as UTF-8"
+    else:
+        return
+    where = f"sample {number}" if what == "key" else f"sample {number} (key {key!r})"
+    raise ArgumentValueError(f"{where} has the {what} {name!r}, which {why}. Give it a {what} of printable text.")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _readable_value(value: Any, field: str, key: str, number: int) -> Any:
+    """``value``, where a reader decodes it back as it was: a field TarStream decodes as an int
+    (``cls``, ``cls2``, ``index``, ``id``, by the last part of its name) takes an int or bytes."""
+    if field.rsplit(".", 1)[-1] not in INTEGER_FIELDS or value is None:
+        return value
+    if isinstance(value, (int, np.integer, bytes, bytearray, memoryview)) and not isinstance(value, bool):
+        return value
+    raise ArgumentTypeError(
+        f"sample {number} (key {key!r}) has {field!r} = {value!r}, a {type(value).__name__}; TarStream "
+        f"decodes a {field!r} field as an int, so this value would not read back. Give an int "
+        "(a class number), bytes you encoded yourself, or name the field otherwise (a float as 'score', "
+        "a flag as 'flag')."
+    )
 

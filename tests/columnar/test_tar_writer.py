@@ -8,6 +8,8 @@ import tarfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dataloader import ArrayDataset, TarStream, write_tar_shards
 from dataloader.columnar._tar_writer import encode_field
@@ -119,3 +121,69 @@ def test_webdataset_reads_shards_written_here(tmp_path):
     for sample, mine in zip(theirs, data):
         assert sample["jpg"] == mine["jpg"] and int(sample["cls"]) == mine["cls"]
         assert json.loads(sample["json"]) == mine["json"] and sample["txt"].decode() == mine["txt"]
+
+
+# Keys as write_tar_shards takes them: text with '/'-separated parts, the last without a dot.
+_PART = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1, max_size=30)
+_LAST = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/.\x00"), min_size=1, max_size=40)
+_KEYS = st.builds(lambda parts, last, root: "/" * root + "/".join([*parts, last]), st.lists(_PART, max_size=2),
+                  _LAST, st.integers(0, 1))
+_FIELD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1,
+                 max_size=20).filter(lambda name: not name.startswith("__"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.lists(_KEYS, min_size=1, max_size=4, unique=True), fields=st.lists(_FIELD, max_size=3, unique=True),
+       classes=st.lists(st.one_of(st.integers(-2**70, 2**70), st.integers(-2**63, 2**63 - 1).map(np.int64)),
+                        min_size=4, max_size=4))
+def test_every_key_and_class_it_accepts_reads_back_equal(tmp_path_factory, keys, fields, classes):
+    """Item 8 of issue 45: write_tar_shards wrote keys its reader could not read back (a NUL,
+    '//') and cls values it could not decode. Whatever it accepts now reads back the same:
+    the key, the int classes, and bytes fields of any name."""
+    data = [{"__key__": key, "cls": classes[i], **{f: f"{i}{f}".encode() for f in fields}}
+            for i, key in enumerate(keys)]
+    directory = tmp_path_factory.mktemp("keys")
+    write_tar_shards(data, directory, 3)
+    rows = list(TarStream(directory, decode={"cls": int}))  # only cls decoded: the others stay bytes
+    assert [r["__key__"] for r in rows] == keys
+    assert [r["cls"] for r in rows] == [int(c) for c in classes[: len(keys)]]
+    assert [{f: r[f] for f in fields} for r in rows] == [{f: s[f] for f in fields} for s in data]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.text(st.sampled_from("ab/.\x00\udc80_ \n"), max_size=8),
+       cls=st.one_of(st.integers(-5, 5), st.booleans(), st.floats(allow_nan=False), st.text(max_size=2)))
+def test_any_key_and_class_read_back_equal_or_are_refused(tmp_path_factory, key, cls):
+    """Keys and classes of every kind: write_tar_shards refuses them naming the sample, or they
+    read back as they were written (before: 'a\x00b', 'a//b', True and 2.7 were written and read
+    back as something else, or not at all)."""
+    directory = tmp_path_factory.mktemp("any")
+    try:
+        write_tar_shards([{"__key__": key, "cls": cls}], directory)
+    except (ArgumentValueError, ArgumentTypeError) as error:
+        assert "sample 0" in str(error)
+        return
+    rows = list(TarStream(directory))
+    assert [(r["__key__"], r["cls"]) for r in rows] == [(key, cls)]
+    assert type(rows[0]["cls"].item()) is type(cls)
+
+
+@pytest.mark.parametrize("sample,error,message", [
+    ({"__key__": "a\x00b", "x": b""}, ArgumentValueError, r"sample 0 has the key 'a\\x00b', which holds a NUL"),
+    ({"__key__": "a//b", "x": b""}, ArgumentValueError, "a reader gets back as 'a/b'"),
+    ({"__key__": "\udc80", "x": b""}, ArgumentValueError, "lone surrogate"),
+    ({"__key__": "k", "x\x00y": b""}, ArgumentValueError, r"\(key 'k'\) has the field name 'x\\x00y', which holds a NUL"),
+    ({"__key__": "k", "cls": True}, ArgumentTypeError, r"sample 0 \(key 'k'\) has 'cls' = True, a bool; TarStream"),
+    ({"__key__": "k", "cls": 2.7}, ArgumentTypeError, "'cls' = 2.7, a float"),
+    ({"__key__": "k", "seg.cls2": "3"}, ArgumentTypeError, "'seg.cls2' = '3', a str"),
+    ({"__key__": "k", "id": np.float64(1.0)}, ArgumentTypeError, "'id' = .*, a float64"),
+    ({"__key__": "k", "index": np.bool_(True)}, ArgumentTypeError, "'index' = .*, a bool"),
+])
+def test_keys_and_classes_a_reader_cannot_read_back_are_refused(tmp_path, sample, error, message):
+    with pytest.raises(error, match=message):
+        write_tar_shards([sample], tmp_path)
+
+
+def test_a_class_given_as_bytes_or_a_numpy_int_is_written_as_it_is(tmp_path):
+    write_tar_shards([{"__key__": "a", "cls": b"7"}, {"__key__": "b", "cls": np.uint8(200)}], tmp_path)
+    assert [r["cls"] for r in TarStream(tmp_path)] == [7, 200]

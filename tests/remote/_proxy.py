@@ -51,6 +51,7 @@ class _Plan:
     deny: int | None = None
     error: int | None = None
     reset_after: int | None = None
+    short: int | None = None  # bytes of the body sent, with a Content-Length that says so
 
 
 class FaultProxy:
@@ -68,6 +69,8 @@ class FaultProxy:
     - ``error_rate``: the fraction answered with ``error_status`` (503 ``SlowDown``, or 500
       ``InternalError``) instead, drawn from ``random.Random(seed)``;
     - ``reset_next(n, after_bytes)``: the next n matching GETs are cut by a TCP reset;
+    - ``short_next(n, keep_bytes)``: the next n matching GETs answer a well-formed but short body:
+      its first ``keep_bytes`` bytes, with a Content-Length of that (a truncating middlebox);
     - ``bandwidth``: bytes per second of response bodies (None: no limit).
 
     ``deny(key_substring, status)`` answers every method, matching or not. Counters: ``requests``,
@@ -87,7 +90,8 @@ class FaultProxy:
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._resets: tuple[int, int] = (0, 0)
-        self._denied: dict[str, int] = {}
+        self._shorts: tuple[int, int] = (0, 0)
+        self._denied: dict[str, tuple[int, frozenset[str] | None]] = {}
         self._connections: set[socket.socket] = set()
         self._in_flight = 0
         self.reset_counters()
@@ -115,13 +119,19 @@ class FaultProxy:
         with self._lock:
             self._resets = (n, after_bytes)
 
-    def deny(self, key_substring: str, status: int = 404) -> None:
-        """Answer every request (any method) for a key containing ``key_substring`` with ``status``
-        (404 ``NoSuchKey`` or 403 ``AccessDenied``) until :meth:`allow`."""
+    def short_next(self, n: int, keep_bytes: int = 0) -> None:
+        """The next ``n`` matching GETs answer their status and headers with the body cut to its
+        first ``keep_bytes`` bytes and Content-Length set to match, so the answer looks whole."""
+        with self._lock:
+            self._shorts = (n, keep_bytes)
+
+    def deny(self, key_substring: str, status: int = 404, methods: frozenset[str] | None = None) -> None:
+        """Answer every request (any method, or only ``methods``) for a key containing
+        ``key_substring`` with ``status`` (404 ``NoSuchKey`` or 403 ``AccessDenied``) until :meth:`allow`."""
         if status not in (403, 404):
             raise ValueError(f"deny() answers 403 or 404; got {status}.")
         with self._lock:
-            self._denied[key_substring] = status
+            self._denied[key_substring] = (status, methods)
 
     def allow(self, key_substring: str | None = None) -> None:
         """Undo :meth:`deny` for ``key_substring`` (every denial when None)."""
@@ -204,7 +214,9 @@ class FaultProxy:
         with self._lock:
             self._requests[(method, key)] += 1
             self._log.append(ProxiedRequest(method, key, range_))
-            denied = next((s for sub, s in self._denied.items() if sub in key), None) if key else None
+            denied = next(
+                (s for sub, (s, only) in self._denied.items() if sub in key and (only is None or method in only)), None
+            ) if key else None
             matched = bool(key) and method in self.methods and self.key_filter in key
             if matched:
                 self._in_flight += 1
@@ -221,6 +233,11 @@ class FaultProxy:
                 self._resets = (left - 1, after)
                 self._faults[("reset", key)] += 1
                 return _Plan(matched, reset_after=after)
+            left, keep = self._shorts
+            if matched and method == "GET" and left > 0:
+                self._shorts = (left - 1, keep)
+                self._faults[("short", key)] += 1
+                return _Plan(matched, short=keep)
             return _Plan(matched)
 
     def _depart(self, plan: _Plan) -> None:
@@ -319,6 +336,8 @@ class _Handler(BaseHTTPRequestHandler):
             status = plan.deny or plan.error
             if status is not None:
                 self._send_s3_error(status, key)
+            elif plan.short is not None:
+                self._relay_short(body, plan.short)
             else:
                 self._relay(body, plan.reset_after)
         finally:
@@ -359,6 +378,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(head)
         if reset_after is not None:
             self._reset()
+
+    def _relay_short(self, body: bytes | None, keep: int) -> None:
+        """The upstream answer with its body cut to ``keep`` bytes and a Content-Length to match."""
+        response = self._exchange(body)
+        data = response.read()[:keep]
+        headers = [(n, v) for n, v in response.getheaders() if n.lower() not in _HOP_BY_HOP | {"content-length"}]
+        self.wfile.write(_head(response.status, [*headers, ("Content-Length", str(len(data)))]) + data)
 
     def _exchange(self, body: bytes | None) -> http.client.HTTPResponse:
         """Send the request upstream, on a fresh connection if the kept one was closed."""

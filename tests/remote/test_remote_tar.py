@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from dataloader import DataLoader, StreamSampler, TarStream, write_tar_shards
+from dataloader import DataLoader, RemoteReadError, StreamSampler, TarStream, write_tar_shards
 from tests.remote.s3 import pyarrow_s3, s3fs_filesystem, upload_tree
 
 SHARDS = 4
@@ -68,3 +68,39 @@ def test_shards_without_indexes_are_scanned_into_the_cache_once(shards, s3_serve
     s3_proxy.reset_counters()
     assert _keys(stream) == _keys(TarStream(local))
     assert not [key for (method, key) in s3_proxy.requests if method == "GET"]  # the epoch read the copies
+
+
+# --- a body cut short with a Content-Length to match (pyarrow's S3 hands it over as whole) ----
+
+
+@pytest.mark.parametrize("keep", [50, 700])
+def test_a_short_body_while_building_or_reading_is_read_again(shards, s3_proxy, keep):
+    """The sidecars, the shards' ends (the index check) and the pieces each come short once."""
+    local, bucket = shards
+    fs = pyarrow_s3(s3_proxy.endpoint)
+    s3_proxy.short_next(3, keep_bytes=keep)
+    s3_proxy.reset_counters()
+    stream = TarStream(f"{bucket}/tars", filesystem=fs, retries=3, read_ahead=0)
+    scans = [r for r in s3_proxy.log if r.method == "GET" and r.key.endswith(".tar") and r.range.startswith("bytes=0-")]
+    assert not scans  # a cut sidecar or shard end was read again, not taken for a stale index
+    s3_proxy.short_next(3, keep_bytes=keep)  # now the pieces
+    assert list(stream) == list(TarStream(local))
+    assert sum(count for (kind, _), count in s3_proxy.faults.items() if kind == "short") == 6
+
+
+def test_a_tar_body_that_keeps_coming_short_ends_in_a_remote_read_error(shards, s3_proxy):
+    _, bucket = shards
+    fs = pyarrow_s3(s3_proxy.endpoint)
+    stream = TarStream(f"{bucket}/tars", filesystem=fs, retries=2, read_ahead=0)
+    s3_proxy.short_next(100, keep_bytes=700)
+    with pytest.raises(RemoteReadError, match=r"part-0000\d\.tar.*do not parse.*cut short on the way") as caught:
+        list(stream)
+    assert caught.value.attempts == 3 and ".idx" not in str(caught.value)
+
+
+def test_a_shard_that_keeps_coming_short_while_building_ends_in_a_remote_read_error(shards, s3_proxy):
+    _, bucket = shards
+    s3_proxy.short_next(1000, keep_bytes=50)
+    with pytest.raises(RemoteReadError, match=r"part-0000\d\.tar.*do not parse") as caught:
+        TarStream(f"{bucket}/tars", filesystem=pyarrow_s3(s3_proxy.endpoint), retries=2)
+    assert caught.value.attempts == 3 and ".idx" not in str(caught.value)
