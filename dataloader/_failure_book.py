@@ -10,6 +10,7 @@ batch (:class:`~dataloader._stages.bad_samples.SampleFailure`); the book keeps t
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -89,9 +90,8 @@ class FailureBook:
         raise error
 
     def close(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        """Close the log; a failure (the last lines meet a full disk) is the warning, not an error."""
+        self._close_log()
 
     def _write(self, records: tuple[Any, ...]) -> None:
         if self.log_path is None or self._log_failed:
@@ -104,9 +104,30 @@ class FailureBook:
             for record in records:
                 self._log.write(json.dumps(record.as_json()) + "\n")
             self._log.flush()
-        except OSError as error:  # the log is for the user's clean-up: it must not end the run
-            self._log_failed = True
-            logger.warning("the error log %r cannot be written (%s); failed samples go on being counted", self.log_path, error)
+        except OSError as error:
+            self._failed(error)
+            self._close_log()  # the lines it could not write are dropped with it
+
+    def _close_log(self) -> None:
+        log, self._log = self._log, None
+        if log is None:
+            return
+        try:
+            log.close()  # closes the file even where the flush before it fails
+        except OSError as error:
+            self._failed(error)
+
+    def _failed(self, error: OSError) -> None:
+        """Warn once: the log is for the user's clean-up, so it must not end the run (docs/bad-samples.md)."""
+        if self._log_failed:
+            return
+        self._log_failed = True
+        code = errno.errorcode.get(error.errno or 0, "")
+        logger.warning(
+            "the error log %r cannot be written (%s%s); failed samples go on being counted",
+            self.log_path, f"{code}: " if code else "", error.strerror or error,
+            extra={"error_log": self.log_path},  # how doctor --scan knows not to claim the log
+        )
 
 
 def max_errors_allowed(max_errors: int | float, samples: int) -> float:

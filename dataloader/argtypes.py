@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import tempfile
+from typing import Callable
 
 from . import memory
 
 __all__ = [
-    "non_negative_float", "positive_float", "positive_int", "uncreatable", "unwritable", "worker_count",
-    "writable_file", "writable_log",
+    "non_negative_float", "positive_float", "positive_float_at_most", "positive_int", "uncreatable", "unwritable",
+    "worker_count", "writable_file", "writable_log",
 ]
 
 def positive_float(text: str) -> float:
@@ -35,13 +37,24 @@ def non_negative_float(text: str) -> float:
     return _finite(text, strict=False)
 
 
-def _finite(text: str, strict: bool) -> float:
+def positive_float_at_most(most: float) -> Callable[[str], float]:
+    """An argparse type: a finite number > 0 and <= ``most``. For durations: ``1e308`` is finite,
+    but a run timed that long never ends (and a wait that long overflows ``threading``'s)."""
+
+    def parse(text: str) -> float:
+        return _finite(text, strict=True, most=most)
+
+    parse.__name__ = f"positive_float_at_most({most:g})"  # argparse names the type in some errors
+    return parse
+
+
+def _finite(text: str, strict: bool, most: float = math.inf) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0 or (strict and value == 0):
-        bound = "> 0" if strict else ">= 0"
+    if not math.isfinite(value) or value < 0 or (strict and value == 0) or value > most:
+        bound = ("> 0" if strict else ">= 0") + (f" and at most {most:g}" if most < math.inf else "")
         raise argparse.ArgumentTypeError(f"expected a finite number {bound}; got {text!r}")
     return value
 
@@ -116,15 +129,46 @@ def unwritable(path: str, make_folders: bool = False) -> str | None:
 
 
 def uncreatable(folder: str) -> str | None:
-    """Why ``folder`` cannot be created (with its missing parents) and written into, judged by
-    the nearest folder on its way that exists; None when it can."""
-    existing = folder
+    """Why ``folder`` cannot be created (with its missing parents) and written into; None when it can.
+
+    The missing folders are created and removed again, or a file is created and removed in an
+    existing one: that asks the filesystem itself (``os.access`` says yes to root everywhere,
+    ``/proc`` and ``/sys`` included, and a write there fails only later).
+    """
+    existing, missing = folder, []
     while not os.path.exists(existing):
+        missing.append(existing)
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         return f"{existing!r} is not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"cannot create folders or files in {existing!r}"
+    return _try_folders(missing[::-1]) if missing else _try_file_in(folder)
+
+
+def _try_folders(missing: list[str]) -> str | None:
+    made: list[str] = []
+    try:
+        for path in missing:
+            os.mkdir(path)
+            made.append(path)
+    except OSError as error:
+        return f"cannot create the folder {path!r}: {error.strerror or error}"
+    finally:
+        for path in reversed(made):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass  # an empty folder left behind; the writer creates it anyway
+    return None
+
+
+def _try_file_in(folder: str) -> str | None:
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".dataloader-try-"):
+            pass
+    except OSError as error:
+        return f"cannot create files in {folder!r}: {error.strerror or error}"
     return None
 
 

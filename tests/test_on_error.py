@@ -667,6 +667,64 @@ def test_an_error_log_that_cannot_be_written_does_not_stop_the_run(tmp_path, cap
     assert "error log" in caplog.text
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here (every write to it: ENOSPC)")
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_error_log_on_a_full_device_warns_once_and_the_epochs_go_on(num_workers, caplog, no_leaks):
+    """Writing to /dev/full fails with ENOSPC, as on a full disk: the close at the epoch's end
+    (which flushes again) used to end the epoch with the raw OSError."""
+    logging = loader(num_workers=num_workers, error_log="/dev/full")
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="dataloader"):
+            assert sorted(flat(collect(logging))) == GOOD
+        assert logging.stats().failed_samples == len(BAD)
+        assert sorted(r.index for r in logging.stats().failures) == sorted(BAD)
+        warned = [r.getMessage() for r in caplog.records if "error log" in r.getMessage()]
+        assert warned == [
+            "the error log '/dev/full' cannot be written (ENOSPC: No space left on device); "
+            "failed samples go on being counted"
+        ]
+    logging.close()
+
+
+_FILL_THE_DISK = """
+import sys
+sys.path.insert(0, {root!r})
+from tests.test_on_error import BAD, GOOD, Flaky, collect, flat, loader
+log = "/mnt/full/bad.jsonl"
+with open("/mnt/full/filler", "wb") as filler:  # leave less room than the log needs
+    filler.write(b"x" * (64 * 1024 - 512))
+logging = loader(dataset=Flaky(length=400, raising=range(1, 400, 2), none=()), transform=None,
+                 max_errors=1.0, error_log=log)
+good = flat(collect(logging))
+print(len(good), logging.stats().failed_samples)
+"""
+
+
+def test_an_error_log_that_fills_a_tmpfs_mid_epoch_does_not_end_it(tmp_path):
+    """A device that fills while the log is written (a 64 KiB tmpfs in a private mount
+    namespace): the epoch ends normally, every failure is counted, one warning is logged."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "fill.py"
+    script.write_text(_FILL_THE_DISK.format(root=root))
+    command = (f"mkdir -p /mnt/full && mount -t tmpfs -o size=64k tmpfs /mnt/full && "
+               f"exec {sys.executable} {script}")
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 and ("Operation not permitted" in done.stderr or "permission denied" in done.stderr.lower()):
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["200", "200"]
+    assert done.stderr.count("cannot be written") == 1 and "ENOSPC" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_the_error_log_can_be_named_by_the_environment(tmp_path, monkeypatch):
     path = tmp_path / "env.jsonl"
     monkeypatch.setenv("DATALOADER_ERROR_LOG", str(path))

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..argtypes import uncreatable
-from ..errors import ArgumentValueError, ImageDecodeError
+from ..errors import ArgumentValueError, DataLoaderError, ImageDecodeError
 from ..image_folder import decode_image
 from ..memory import available_cpus
 
@@ -32,17 +32,36 @@ def check_dest(source: str, dest: str, overwrite: bool) -> None:
     if not dest.strip():
         raise ArgumentValueError('DEST is an empty string; give a directory path or a URI ("." for the '
                                  "current directory).")
-    fs, path, _ = open_directory(dest, None)
+    try:
+        fs, path, _ = open_directory(dest, None)
+        info = fs.get_file_info(path)
+    except DataLoaderError:
+        raise
+    except Exception as error:  # OSError from pyarrow, botocore's or fsspec's own from the others
+        raise ArgumentValueError(_unreachable(dest, error)) from error
     local = isinstance(fs, pafs.LocalFileSystem)
     if local:
         _check_outside(source, path, dest)
-    info = fs.get_file_info(path)
     if info.type == pafs.FileType.File:
         raise ArgumentValueError(f"DEST {dest!r} is a file; give a directory (it is created if missing).")
     if info.type == pafs.FileType.Directory:
         earlier_write(fs, path, overwrite)  # shards of an earlier run, or foreign Parquet files
     if local:
         _check_creatable(path, dest)
+
+
+def _unreachable(dest: str, error: BaseException) -> str:
+    """Why DEST cannot be looked at, in one line, with what to check."""
+    reason = (str(error).strip().splitlines() or [""])[0] or type(error).__name__
+    if not isinstance(error, OSError):
+        reason = f"{type(error).__name__}: {reason}"
+    if "://" not in dest:
+        return f"cannot look at DEST {dest!r}: {reason}."
+    return (
+        f"cannot reach DEST {dest!r}: {reason}. Check the URI (bucket, and for a server of your own "
+        "?endpoint_override=HOST:PORT), the network and the credentials; or convert into a local "
+        "directory and copy the shards."
+    )
 
 
 def _check_outside(source: str, path: str, dest: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from typing import Any
 
@@ -25,7 +26,15 @@ def aligned(cells: list[list[str]], align: str = "") -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def write_json(path: str, result: Any) -> None:
-    """Write ``result`` to ``path`` as JSON, one level of indentation per nesting."""
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=1)
+def write_json(path: str, result: Any) -> str | None:
+    """Write ``result`` to ``path`` as JSON, one level of indentation per nesting; why it could not
+    be written (a disk that filled during the run, say: the path was tried before it), or None."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=1)
+    except OSError as error:
+        code = errno.errorcode.get(error.errno or 0, "")
+        reason = f"{code}: {error.strerror}" if code and error.strerror else str(error)
+        return (f"cannot write --json {path!r} ({reason}); the table above has the results. Free "
+                "room there or name another file.")
+    return None

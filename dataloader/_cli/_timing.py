@@ -17,6 +17,11 @@ from typing import Any, Callable, Iterator
 from .. import DataLoader
 from ..memory import PeakMemory
 
+#: The most ``--seconds`` a timed run of ``bench`` or ``tune`` may take: an hour is far past what a
+#: rate needs to settle, and a typo such as ``1e308`` (finite, so ``> 0`` lets it through) would
+#: otherwise be a run that never ends.
+MOST_SECONDS = 3600.0
+
 #: The fields of a ``stats().tuning`` record that a report keeps (with its ``describe()``).
 TUNING_FIELDS = ("batch", "seconds", "workers", "prefetch", "reason")
 

@@ -22,10 +22,10 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .. import Dataset
-from ..argtypes import positive_float, writable_file
+from ..argtypes import positive_float_at_most, writable_file
 from ..memory import PeakMemory, available_cpus
 from ._table import aligned, cell, write_json
-from ._timing import measure_loader, time_batches
+from ._timing import MOST_SECONDS, measure_loader, time_batches
 from .tune import worker_list
 
 PROG = "python -m dataloader bench"
@@ -102,8 +102,9 @@ def add_parser(commands: Any) -> None:
         epilog="Your own dataset: python -m dataloader tune MODULE:FACTORY. Against other loaders, "
         "from a clone of the repository: python -m benchmarks.")
     parser.add_argument("--quick", action="store_true", help="shorter runs on smaller data (~5 s)")
-    parser.add_argument("--seconds", type=positive_float, metavar="S",
-                        help="timed seconds per run, after its warm-up (default 1.5; --quick 0.25)")
+    parser.add_argument("--seconds", type=positive_float_at_most(MOST_SECONDS), metavar="S",
+                        help="timed seconds per run, after its warm-up (default 1.5; --quick 0.25; "
+                        f"at most {MOST_SECONDS:g})")
     parser.add_argument("--workloads", type=_workload_list, default=list(WORKLOADS), metavar="A,B",
                         help=f"comma-separated, among {','.join(WORKLOADS)} (default: all; decode needs Pillow)")
     parser.add_argument("--workers", type=worker_list, default=[0, 2], metavar="N,N,...",
@@ -133,9 +134,11 @@ def run(args: argparse.Namespace) -> int:
                 runs.append(_ours(name, dataset, batch_size, workers, seconds, wait, memory))
     print(format_table(runs))
     print(advice(runs))
-    if args.json:
-        write_json(args.json, {"cpus": available_cpus(), "cpu": _cpu_name(), "seconds": seconds, "runs": runs})
-    return 1 if any(r["error"] for r in runs) else 0
+    problem = args.json and write_json(
+        args.json, {"cpus": available_cpus(), "cpu": _cpu_name(), "seconds": seconds, "runs": runs})
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+    return 1 if problem or any(r["error"] for r in runs) else 0
 
 
 def _plain(name: str, dataset: Any, batch_size: int, seconds: float, warmup: float,

@@ -246,6 +246,7 @@ def _image_folder(source: str, decode: bool) -> tuple[EncodedImages, int, dict[s
 
 
 def _npz(source: str) -> tuple[dict[str, np.ndarray], int, dict[str, str]]:
+    _check_npz_header(source)
     try:
         archive = np.load(source, allow_pickle=False)
         if not isinstance(archive, np.lib.npyio.NpzFile):
@@ -275,6 +276,22 @@ def _npz(source: str) -> tuple[dict[str, np.ndarray], int, dict[str, str]]:
     if not rows:  # refused now, not after the progress bar has started
         raise ArgumentValueError(f"{source!r} holds arrays of length 0: there are no rows to write.")
     return arrays, rows, {}
+
+
+def _check_npz_header(source: str) -> None:
+    """Refuse a file that is neither a zip archive nor a .npy array by its first bytes: anything
+    else is read by ``np.load`` as a pickle, and refused as "pickled data" it does not hold."""
+    try:
+        with open(source, "rb") as file:
+            head = file.read(6)
+    except OSError as error:
+        raise ArgumentValueError(f"cannot read SOURCE {source!r}: {error.strerror or error}.") from error
+    if not head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"\x93NUMPY")):  # a zip (or empty zip), a .npy
+        raise ArgumentValueError(
+            f"SOURCE {source!r} is not an .npz (zip) archive: "
+            f"{f'its first bytes are {head!r}' if head else 'it is empty'}. Save the arrays "
+            "with np.savez(path, name=array, ...), or give an ImageFolder directory."
+        )
 
 
 def _size(path: str) -> int:

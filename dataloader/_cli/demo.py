@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import DataLoader, ImageFolder, RandomSampler
-from ..errors import ArgumentValueError, DataLoaderError
+from ..errors import ArgumentValueError, DataLoaderError, WorkerError
 from ..memory import process_tree_memory
 from ..argtypes import positive_int, worker_count
 
@@ -61,8 +61,10 @@ def demo(args: argparse.Namespace) -> int:
     try:
         return _demo(args)
     except (DataLoaderError, OSError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        first = first.replace("`root`", "--data")  # ImageFolder's name for it
+        lines = [line for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+        first = lines[0].replace("`root`", "--data")  # ImageFolder's name for it
+        if isinstance(error, WorkerError) and len(lines) > 1:
+            first += f" The cause: {lines[-1].strip()}"  # the worker's exception ends its traceback
         print(f"python -m dataloader demo: error: {first}", file=sys.stderr)
         return 2
 
@@ -75,11 +77,12 @@ def _demo(args: argparse.Namespace) -> int:
         return 2
     if args.tiny:
         args.images, args.size, args.epochs, args.batch_size = 48, 64, 1, 8
-    root = Path(args.data) if args.data else _generated_images(args.images, 96 if args.tiny else 256)
-    dataset = ImageFolder(str(root))
+    # --data as typed: Path() would turn s3://b/x into s3:/b/x in the message that refuses it
+    root = args.data if args.data else str(_generated_images(args.images, 96 if args.tiny else 256))
+    dataset = ImageFolder(root)
     if len(dataset) < args.batch_size:  # drop_last=True: not one batch, and nothing to show
         raise ArgumentValueError(
-            f"--batch-size {args.batch_size} is more than the {len(dataset)} images in {str(root)!r}; "
+            f"--batch-size {args.batch_size} is more than the {len(dataset)} images in {root!r}; "
             "give a smaller --batch-size or more images"
         )
     transform = Compose([

@@ -17,6 +17,7 @@ collator keeps only the count of good samples, so decoded images never leave the
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import DataLoader, ImageFolder
+from ..argtypes import unwritable
 from ..errors import ArgumentValueError, DataLoaderError, WorkerError
 
 _LISTED = 1000  # loader.stats() keeps the records of the first 1000 failed samples
@@ -90,11 +92,15 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
 
     Returns the exit code: 1 if any sample failed, 0 if none did, 2 if the dataset cannot be opened.
     """
+    log = error_log or os.environ.get("DATALOADER_ERROR_LOG") or None
     try:
+        _check_log(log, error_log)
         dataset, transform, description = open_dataset(path)
     except (DataLoaderError, OSError) as error:
         print(f"python -m dataloader doctor: error: {error}", file=sys.stderr)
         return 2
+    trouble = _LogTrouble()
+    logging.getLogger("dataloader").addFilter(trouble)
     total = len(dataset)
     print(f"scanning {description}: {total:,} samples, batches of {batch_size}, {workers} worker(s)")
     loader = DataLoader(
@@ -125,11 +131,11 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
                 bar.update(total - bar.n)  # the failed samples were read too
     finally:
         loader.close()
+        logging.getLogger("dataloader").removeFilter(trouble)
         if bar is not None:
             bar.close()
-    log = error_log or os.environ.get("DATALOADER_ERROR_LOG")
     _print_failures(stats.failures, stats.failed_samples, log)
-    where = f"; each is a JSON line in {log}" if log and stats.failed_samples else ""
+    where = _where_logged(log, stats.failed_samples, trouble)
     if stopped is not None:
         print(
             f"\nthe scan stopped after {good + stats.failed_samples:,} of {total:,} samples: {stopped}\n"
@@ -140,6 +146,38 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
         return 1
     print(f"{stats.failed_samples:,} of {total:,} samples failed{where}")
     return 1 if stats.failed_samples else 0
+
+
+def _check_log(log: str | None, given: str | None) -> None:
+    """Refuse a log that cannot be written before the scan, not after it (``--error-log`` was
+    tried as it was read; ``DATALOADER_ERROR_LOG`` is tried here)."""
+    problem = None if log is None else unwritable(log, make_folders=True)
+    if problem is not None:
+        named = "--error-log" if given else "DATALOADER_ERROR_LOG"
+        raise ArgumentValueError(f"{named}: {problem}; name a file in a folder you can write to.")
+
+
+class _LogTrouble(logging.Filter):
+    """Notes the loader's warning that the error log cannot be written (a record with an
+    ``error_log`` attribute), so that the summary never claims a log that was not written.
+    A filter on the ``dataloader`` logger, not a handler: the warning is still shown as before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.failed = self.failed or hasattr(record, "error_log")
+        return True
+
+
+def _where_logged(log: str | None, failed: int, trouble: _LogTrouble) -> str:
+    """Where the failed samples were logged, said only where it is true."""
+    if not log or not failed:
+        return ""
+    if trouble.failed:
+        return f"; the error log {log} could not be written (see the warning above)"
+    return f"; each is a JSON line in {log}"
 
 
 def _print_failures(records: tuple, count: int, log: str | None) -> None:

@@ -18,13 +18,14 @@ import importlib
 import numbers
 import os
 import sys
+import traceback
 from typing import Any, Callable
 
 from .. import DataLoader
-from ..argtypes import positive_float, positive_int, worker_count, writable_file
+from ..argtypes import positive_float_at_most, positive_int, worker_count, writable_file
 from ..memory import PeakMemory, available_cpus
 from ._table import aligned, cell, write_json
-from ._timing import measure_loader
+from ._timing import MOST_SECONDS, measure_loader
 
 _MIB = 2.0**20
 _MAX_DEFAULT_SETTINGS = 8
@@ -43,8 +44,8 @@ def add_parser(commands: Any) -> None:
         "(dataset, transform) or a dict of DataLoader keyword arguments with 'dataset'")
     parser.add_argument("--batch-size", type=positive_int, default=32, metavar="N",
                         help="samples per batch, where the factory gives no sampler (default 32)")
-    parser.add_argument("--seconds", type=positive_float, default=3.0, metavar="S",
-                        help="timed seconds per setting, after one batch (default 3)")
+    parser.add_argument("--seconds", type=positive_float_at_most(MOST_SECONDS), default=3.0, metavar="S",
+                        help=f"timed seconds per setting, after one batch (default 3, at most {MOST_SECONDS:g})")
     parser.add_argument("--workers", type=worker_list, metavar="N,N,...",
                         help="fixed num_workers values (default 0,1,2,... up to 2 x usable CPUs, "
                         f"at most {_MAX_DEFAULT_SETTINGS} values)")
@@ -58,9 +59,9 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        options = loader_options(load_factory(args.spec)(), args.spec, args.batch_size)
+        options = loader_options(make(load_factory(args.spec), args.spec), args.spec, args.batch_size)
     except _SpecError as error:
-        print(f"dataloader tune: {error}", file=sys.stderr)
+        print(f"python -m dataloader tune: error: {error}", file=sys.stderr)
         return 2
     workers = args.workers if args.workers is not None else default_workers(available_cpus())
     # prefetch_factor means nothing without workers: num_workers=0 runs once
@@ -71,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
     with PeakMemory() as memory:
         results = [_measure(options, w, p, args.seconds, memory) for w, p in settings]
     print(format_table(results))
-    if args.json:
-        write_json(args.json, {"spec": args.spec, "seconds": args.seconds, "runs": results})
-    return 1 if any(r["error"] for r in results) else 0
+    problem = args.json and write_json(args.json, {"spec": args.spec, "seconds": args.seconds, "runs": results})
+    if problem:
+        print(f"python -m dataloader tune: error: {problem}", file=sys.stderr)
+    return 1 if problem or any(r["error"] for r in results) else 0
 
 
 def default_workers(cpus: int) -> list[int]:
@@ -94,8 +96,10 @@ def load_factory(spec: str) -> Callable[[], Any]:
         found: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name is None or not (module_name + ".").startswith(error.name + "."):
-            raise  # the module was found; something it imports was not: its traceback says what
-        raise _SpecError(f"no module named {module_name!r} in {here} or the installed packages")
+            raise _SpecError(_failed(f"importing {module_name!r}", error, f"import {module_name}")) from None
+        raise _SpecError(f"no module named {module_name!r} in {here} or the installed packages") from None
+    except Exception as error:  # the module raised, or does not parse
+        raise _SpecError(_failed(f"importing {module_name!r}", error, f"import {module_name}")) from None
     for part in name.split("."):
         if not hasattr(found, part):
             raise _SpecError(f"module {module_name!r} has no attribute {name!r}")
@@ -104,6 +108,28 @@ def load_factory(spec: str) -> Callable[[], Any]:
         raise _SpecError(f"{spec} is not callable (it is of type {type(found).__name__})")
     factory: Callable[[], Any] = found
     return factory
+
+
+def make(factory: Callable[[], Any], spec: str) -> Any:
+    """``factory()``; what it raises is a :class:`_SpecError` of one line."""
+    try:
+        return factory()
+    except Exception as error:
+        module, _, name = spec.partition(":")
+        raise _SpecError(_failed(f"{spec}()", error, f"import {module}; {module}.{name}()")) from None
+
+
+def _failed(what: str, error: BaseException, code: str | None) -> str:
+    """``what raised T: message (file, line N); ...`` with the command that shows the traceback."""
+    message = (str(error).strip().splitlines() or [""])[0]
+    raised = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    frames = traceback.extract_tb(error.__traceback__)
+    # A SyntaxError names its line itself; a frame of this file is the call (FACTORY takes arguments)
+    if frames and not isinstance(error, SyntaxError) and frames[-1].filename != __file__:
+        raised += f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    if code is None:
+        return f"{what} raised {raised}; fix the code there"
+    return f"{what} raised {raised}; fix it, or run python -c {code!r} to see the whole traceback"
 
 
 def loader_options(made: Any, spec: str, batch_size: int) -> dict[str, Any]:
@@ -130,6 +156,8 @@ def loader_options(made: Any, spec: str, batch_size: int) -> dict[str, Any]:
     except (TypeError, ValueError) as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise _SpecError(f"DataLoader refused what {spec}() returned: {message}") from None
+    except Exception as error:  # the dataset's own code (its __len__, say) raised
+        raise _SpecError(_failed(f"building a DataLoader of what {spec}() returned", error, None)) from None
     return options
 
 

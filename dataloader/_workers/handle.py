@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # How long a pool waits, once it has asked its workers to stop, before it kills a process that
-# is still running (a thread cannot be killed: the pool stops waiting, and the thread closes its
-# channels itself when it returns). An idle worker stops in milliseconds; the grace lets one
+# is still running (a thread cannot be killed: the pool stops waiting and closes its channels;
+# the thread ends when it returns). An idle worker stops in milliseconds; the grace lets one
 # finish the batch in hand. 0.5 s keeps close(), Ctrl-C and a script's exit within about 1 s
 # even when a worker stuck in user code has to be killed after it (the shutdown tests allow 1 s
 # plus a margin: NOTICE_WITHIN in tests/_workers/test_shutdown.py), and waiting longer would not

@@ -1,17 +1,15 @@
 """Thread workers: the same worker loop and protocol as processes, in threads.
 
-Messages go through an in-process channel (a deque plus a pipe whose bytes
-count the messages, so the executor can wait on it with the process
-workers' code): no pickling, no shared memory, batches handed over as
-objects. Best when transforms release the GIL (decoding, OpenCV, GPU work).
+Messages go through in-process channels (:mod:`.thread_channel`: a deque plus
+a pipe whose bytes count the messages, so the executor can wait on it with
+the process workers' code): no pickling, no shared memory, batches handed over
+as objects. Best when transforms release the GIL (decoding, OpenCV, GPU work).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
-import select
 import sys
 import threading
 import time
@@ -26,91 +24,39 @@ from .fork_safety import watch
 from .handle import STOP_GRACE, Handle
 from .loop import StopWorker, WorkerBoot, WorkerLoop
 from .messages import Shutdown
-
-
-class _Channel:
-    """One direction of an in-process message channel; ``fileno()`` is readable when a message waits."""
-
-    def __init__(self) -> None:
-        self._messages: collections.deque = collections.deque()
-        self._read, self._write = os.pipe()
-        self.closed = False
-
-    def send(self, message: Any) -> None:
-        if self.closed:
-            raise BrokenPipeError("the channel is closed")
-        self._messages.append(message)
-        os.write(self._write, b"\0")
-
-    def recv(self) -> Any:
-        if not os.read(self._read, 1):
-            raise EOFError
-        return self._messages.popleft()
-
-    def poll(self, timeout: float = 0.0) -> bool:
-        return bool(select.select([self._read], [], [], timeout)[0])
-
-    def fileno(self) -> int:
-        return self._read
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            os.close(self._write)
-            os.close(self._read)
-
-
-class _End:
-    """One side of a duplex channel: sends on one, receives on the other."""
-
-    def __init__(self, outgoing: _Channel, incoming: _Channel) -> None:
-        self._out = outgoing
-        self._in = incoming
-
-    send = property(lambda self: self._out.send)
-    recv = property(lambda self: self._in.recv)
-    poll = property(lambda self: self._in.poll)
-    fileno = property(lambda self: self._in.fileno)
-    unsent = False  # a send never waits (see Wire.unsent)
-
-    def flush(self) -> bool:
-        return True
+from .thread_channel import Channel, End, GuardedFd
 
 
 class _Shared:
-    """A worker's channels and exit pipe: closed by whichever side finishes second.
-
-    A thread stuck in user code cannot be stopped; if shutdown comes first,
-    the thread itself closes everything when it finally returns.
-    """
+    """A worker's channels and exit pipe. The thread closes the exit pipe's writing end when it
+    returns (its sentinel); the pool closes everything when it reaps the worker or shuts down,
+    even while the thread is stuck in user code (see :mod:`.thread_channel`): a thread that
+    returns after that finds its channels closed and ends."""
 
     def __init__(self) -> None:
         with contextlib.ExitStack() as undo:  # what was made is closed if a later pipe fails
-            to_worker = _Channel()
+            to_worker = Channel()
             undo.callback(to_worker.close)
-            to_main = _Channel()
+            to_main = Channel()
             undo.callback(to_main.close)
-            self.exit_read, self.exit_write = os.pipe()
+            exit_read, exit_write = os.pipe()
             undo.pop_all()
         self.channels = (to_worker, to_main)
-        self._lock = threading.Lock()
-        self._finished = 0
+        self.exit_read, self.exit_write = GuardedFd(exit_read), GuardedFd(exit_write)
 
-    def discard(self) -> None:
-        """Close everything: the thread these were made for never started."""
+    def close(self) -> None:
+        """Close every descriptor (those a call is under way on, as the call leaves)."""
         for channel in self.channels:
             channel.close()
-        os.close(self.exit_read)
-        os.close(self.exit_write)
+        self.exit_write.close()
+        self.exit_read.close()
 
-    def finish(self) -> None:
-        with self._lock:
-            self._finished += 1
-            if self._finished < 2:
-                return
+    def close_in_child(self) -> None:
+        """In a process forked from the pool's (see :meth:`ThreadWorkerPool.detach`)."""
         for channel in self.channels:
-            channel.close()
-        os.close(self.exit_read)
+            channel.close_in_child()
+        self.exit_write.close_in_child()
+        self.exit_read.close_in_child()
 
 
 @dataclass(eq=False)
@@ -126,7 +72,7 @@ class ThreadHandle(Handle):
 
     @property
     def sentinel(self) -> int:
-        return self.shared.exit_read
+        return self.shared.exit_read.number
 
     @property
     def label(self) -> str:
@@ -175,28 +121,28 @@ class ThreadWorkerPool:
 
     def reap(self, worker: ThreadHandle) -> None:
         """Close the channels of a stopped thread that has returned (or stop waiting for one
-        stuck in user code: it closes them itself when it returns)."""
+        stuck in user code: its channels are closed all the same, and it ends when it returns)."""
         if worker.id in self._reaped:
             return
         self._reaped.add(worker.id)
         worker.thread.join(STOP_GRACE)
-        worker.shared.finish()
+        worker.shared.close()
 
     def _start(self, boot: WorkerBoot) -> ThreadHandle:
         shared = _Shared()
         to_worker, to_main = shared.channels
         thread = threading.Thread(
             target=_run_thread_worker,
-            args=(boot, _End(to_main, to_worker), shared),
+            args=(boot, End(to_main, to_worker), shared),
             name=f"dataloader-thread-worker-{boot.worker_id}",
             daemon=True,
         )
         try:
             thread.start()
         except BaseException:
-            shared.discard()
+            shared.close()
             raise
-        return ThreadHandle(boot.worker_id, _End(to_worker, to_main), thread, shared)
+        return ThreadHandle(boot.worker_id, End(to_worker, to_main), thread, shared)
 
     def send(self, worker: ThreadHandle, message: Any) -> None:
         worker.conn.send(message)
@@ -227,10 +173,7 @@ class ThreadWorkerPool:
         self.broken = True
         self.detached = True
         for worker in self.workers:
-            if worker.id in self._reaped:
-                continue
-            for channel in worker.shared.channels:
-                channel.close()
+            worker.shared.close_in_child()
         self.receiver.detach(self._pid)
 
     def shutdown(self) -> None:
@@ -248,7 +191,8 @@ class ThreadWorkerPool:
         deadline = time.monotonic() + STOP_GRACE
         for worker in running:
             worker.thread.join(max(0.0, deadline - time.monotonic()))
-            worker.shared.finish()
+            worker.shared.close()  # a thread still stuck in user code keeps no descriptor
+            self._reaped.add(worker.id)
         self.receiver.close()
 
 
@@ -261,5 +205,4 @@ def _run_thread_worker(boot: WorkerBoot, conn: _End, shared: _Shared) -> None:
         pass
     finally:
         set_worker_info(None)
-        os.close(shared.exit_write)
-        shared.finish()
+        shared.exit_write.close()  # the pool's sentinel fires; the pool closes the rest

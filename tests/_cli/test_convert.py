@@ -227,3 +227,38 @@ def test_format_tar_writes_an_image_folder_as_webdataset_shards(tmp_path):
     assert again.returncode == 2 and "already holds 3 tar shard(s)" in again.stderr and "--overwrite" in again.stderr
     parquet_only = run_cli(str(root), str(tmp_path / "t2"), "--format", "tar", "--compression", "zstd")
     assert parquet_only.returncode == 2 and "--compression apply to Parquet shards only" in parquet_only.stderr
+
+
+@pytest.mark.parametrize("content,said", [(b"hello\n", "its first bytes are b'hello\\n'"), (b"", "it is empty")])
+def test_a_file_named_npz_that_is_no_archive_is_refused_as_such(content, said, tmp_path, capsys):
+    """np.load reads anything but a zip or .npy as a pickle: the refusal used to say the file
+    "contains pickled data"."""
+    from dataloader.__main__ import main
+
+    source = tmp_path / "x.npz"
+    source.write_bytes(content)
+    assert main(["convert", str(source), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"python -m dataloader convert: error: SOURCE {str(source)!r} is not an .npz (zip) archive: "
+                   f"{said}. Save the arrays with np.savez(path, name=array, ...), or give an ImageFolder "
+                   "directory.\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dest_uri_that_cannot_be_reached_is_one_line_with_the_fix(tmp_path, monkeypatch, capsys):
+    """A URI without a bucket goes to fsspec's s3fs, whose botocore raises NoCredentialsError
+    (no OSError): it used to be a raw traceback."""
+    from dataloader.__main__ import main
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no credentials from an instance either
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    np.savez(tmp_path / "data.npz", x=np.arange(4))
+    assert main(["convert", str(tmp_path / "data.npz"), "s3:///x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m dataloader convert: error: cannot reach DEST 's3:///x': NoCredentialsError: ")
+    assert err.endswith("Check the URI (bucket, and for a server of your own ?endpoint_override=HOST:PORT), the "
+                        "network and the credentials; or convert into a local directory and copy the shards.\n")
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -63,3 +63,21 @@ def test_a_folder_with_fewer_images_than_a_batch_is_refused(tmp_path):
     result = run_demo("--data", str(tmp_path))  # --tiny: batches of 8
     assert result.returncode == 2 and "more than the 1 images" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_worker_error_names_its_cause_in_the_one_line(tmp_path):
+    """A worker's error is a WorkerError whose first line only says where; the cause (here an
+    image that does not decode) ends its traceback and used to be cut off."""
+    import cv2
+    import numpy as np
+
+    (tmp_path / "a").mkdir()
+    for i in range(8):
+        cv2.imwrite(str(tmp_path / "a" / f"{i}.png"), np.zeros((8, 8, 3), np.uint8))
+    (tmp_path / "a" / "3.png").write_text("not an image")
+    result = run_demo("--data", str(tmp_path), "--workers", "1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = result.stderr.splitlines()[-1]
+    assert line.startswith("python -m dataloader demo: error: Caught ImageDecodeError in DataLoader worker process 0 ")
+    bad = str(tmp_path / "a" / "3.png")
+    assert f"(stage: fetch). The cause: dataloader.errors.ImageDecodeError: cannot decode image {bad!r}" in line

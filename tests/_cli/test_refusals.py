@@ -66,7 +66,7 @@ def test_no_numeric_option_takes_nan_or_infinity(name, monkeypatch, tmp_path):
     assert numeric
     for action, reads in numeric:
         assert action.type is not float, f"{name} {action.option_strings}: plain float lets nan through"
-        for text in ("nan", "inf", "-inf", *(["-1"] if reads is float else [])):
+        for text in ("nan", "inf", "-inf", *(["-1", "1e308"] if reads is float else [])):
             with pytest.raises((argparse.ArgumentTypeError, ValueError)):
                 action.type(text)
 
@@ -74,10 +74,11 @@ def test_no_numeric_option_takes_nan_or_infinity(name, monkeypatch, tmp_path):
 @pytest.mark.parametrize("argv", [
     ["bench", "--seconds"], ["tune", "mod:make", "--seconds"],
 ])
-@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
-def test_float_options_refuse_non_finite_and_negative_values(argv, value, capsys):
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e308", "3601"])
+def test_float_options_refuse_non_finite_negative_and_endless_values(argv, value, capsys):
+    """``1e308`` is finite and > 0, but a run timed that long never ends: the range is given."""
     line = refused([*argv, value], capsys)
-    assert f"argument {argv[-1]}: expected a finite number" in line and repr(value) in line
+    assert f"argument {argv[-1]}: expected a finite number > 0 and at most 3600; got {value!r}" in line
 
 
 @pytest.mark.timeout(120)
@@ -85,7 +86,8 @@ def test_bench_seconds_nan_exits_at_once_instead_of_hanging():
     done = run_cli("bench", "--quick", "--workloads", "tiny", "--workers", "0", "--seconds", "nan")
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.splitlines()[-1] == (
-        "python -m dataloader bench: error: argument --seconds: expected a finite number > 0; got 'nan'"
+        "python -m dataloader bench: error: argument --seconds: expected a finite number > 0 and at most 3600; "
+        "got 'nan'"
     )
 
 

@@ -154,3 +154,39 @@ def test_without_opencv_the_scan_refuses_instead_of_blaming_every_file(tmp_path,
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cv2" else find_spec(name, *a))
     assert scan.scan(str(root), 0, 64, None) == 2
     assert "pip install 'dataloader[vision]'" in capsys.readouterr().err
+
+
+# A folder no one can create, root included (os.access says yes to root there; mkdir does not).
+_UNCREATABLE = "/proc/no-such-folder/bad.jsonl"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_an_error_log_in_an_uncreatable_folder_is_refused_before_the_scan(tmp_path, monkeypatch, capsys):
+    from dataloader.__main__ import main
+
+    root = image_folder(tmp_path / "images", count=4)
+    monkeypatch.delenv("DATALOADER_ERROR_LOG", raising=False)
+    with pytest.raises(SystemExit) as stop:
+        main(["doctor", "--scan", str(root), "--workers", "0", "--error-log", _UNCREATABLE])
+    captured = capsys.readouterr()
+    assert stop.value.code == 2 and "scanning" not in captured.out
+    assert (f"argument --error-log: cannot write {_UNCREATABLE!r}: cannot create the folder "
+            "'/proc/no-such-folder': ") in captured.err
+    monkeypatch.setenv("DATALOADER_ERROR_LOG", _UNCREATABLE)  # the variable is tried too
+    assert main(["doctor", "--scan", str(root), "--workers", "0"]) == 2
+    captured = capsys.readouterr()
+    assert "scanning" not in captured.out
+    assert captured.err.startswith(f"python -m dataloader doctor: error: DATALOADER_ERROR_LOG: cannot write "
+                                   f"{_UNCREATABLE!r}")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here (every write to it: ENOSPC)")
+def test_a_log_that_could_not_be_written_is_not_claimed(tmp_path, caplog, capsys):
+    root = image_folder(tmp_path / "images", count=4)
+    (root / "cat" / "01.jpg").write_text("not an image")
+    with caplog.at_level("WARNING", logger="dataloader"):
+        assert scan.scan(str(root), 0, 64, "/dev/full") == 1
+    out = capsys.readouterr().out
+    assert "each is a JSON line" not in out
+    assert "1 of 4 samples failed; the error log /dev/full could not be written (see the warning above)" in out
+    assert "the error log '/dev/full' cannot be written (ENOSPC" in caplog.text

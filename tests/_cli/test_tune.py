@@ -55,6 +55,19 @@ def unknown_option():
 
 
 not_a_function = 5
+
+
+def raises():
+    raise RuntimeError("the data is not there")
+
+
+class NoLength(Vectors):
+    def __len__(self):
+        raise RuntimeError("cannot count the rows")
+
+
+def no_length():
+    return NoLength()
 '''
 
 
@@ -89,7 +102,7 @@ def test_a_missing_factory_is_one_line_and_exit_code_2(tmp_path):
     _write(tmp_path, "mod")
     done = _tune(tmp_path, "mod:missing", "--seconds", "0.1")
     assert done.returncode == 2
-    assert done.stderr.strip() == "dataloader tune: module 'mod' has no attribute 'missing'"
+    assert done.stderr.strip() == "python -m dataloader tune: error: module 'mod' has no attribute 'missing'"
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
@@ -100,15 +113,27 @@ def test_a_missing_factory_is_one_line_and_exit_code_2(tmp_path):
     ("tune_factories:number", "returned int; expected a dataset"),
     ("tune_factories:no_dataset", "returned a dict without 'dataset'"),
     ("tune_factories:unknown_option", "DataLoader refused what tune_factories:unknown_option() returned"),
+    ("tune_factories:raises", "tune_factories:raises() raised RuntimeError: the data is not there ("),
+    ("tune_factories:raises", "tune_factories.py, line "),
+    ("tune_factories:raises", "); fix it, or run python -c 'import tune_factories; tune_factories.raises()' to see "
+                              "the whole traceback"),
+    ("tune_factories:no_length", "building a DataLoader of what tune_factories:no_length() returned raised "
+                                 "RuntimeError: cannot count the rows ("),
+    ("tune_broken_import:make", "importing 'tune_broken_import' raised ModuleNotFoundError: No module named "
+                                "'tune_absent_dependency' ("),
+    ("tune_bad_syntax:make", "importing 'tune_bad_syntax' raised SyntaxError: "),
 ])
 def test_a_bad_spec_is_one_line_and_exit_code_2(spec, message, tmp_path, monkeypatch, capsys):
     _write(tmp_path, "tune_factories")
+    (tmp_path / "tune_broken_import.py").write_text("import tune_absent_dependency\n")
+    (tmp_path / "tune_bad_syntax.py").write_text("def make(:\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.getcwd())])
-    monkeypatch.delitem(sys.modules, "tune_factories", raising=False)
+    for module in ("tune_factories", "tune_broken_import", "tune_bad_syntax"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
     assert main(["tune", spec, "--seconds", "0.1"]) == 2
     err = capsys.readouterr().err
-    assert message in err and err.count("\n") == 1 and err.startswith("dataloader tune: ")
+    assert message in err and err.count("\n") == 1 and err.startswith("python -m dataloader tune: error: ")
 
 
 def test_what_a_factory_returns_becomes_loader_options(tmp_path, monkeypatch):
@@ -128,3 +153,19 @@ def test_default_workers_go_to_twice_the_cpus_and_at_most_8_values():
     assert tune.default_workers(1) == [0, 1, 2]
     assert tune.default_workers(2) == [0, 1, 2, 3, 4]
     assert tune.default_workers(16) == list(range(8))
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here (every write to it: ENOSPC)")
+def test_a_json_file_that_cannot_be_written_after_the_run_is_one_line(tmp_path, monkeypatch, capsys):
+    """--json is tried before the run, but the disk can fill during it: the write at the end used
+    to end the command with a raw OSError traceback (bench shares the writer)."""
+    _write(tmp_path, "tune_full_disk")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "tune_full_disk", raising=False)
+    assert main(["tune", "tune_full_disk:make", "--seconds", "0.05", "--workers", "0", "--json", "/dev/full"]) == 1
+    captured = capsys.readouterr()
+    assert "num_workers=0" in captured.out  # the table was printed
+    assert captured.err == ("python -m dataloader tune: error: cannot write --json '/dev/full' (ENOSPC: No space "
+                            "left on device); the table above has the results. Free room there or name another "
+                            "file.\n")

@@ -1,5 +1,6 @@
 """worker_type="thread": same batches, errors and timeouts as process workers."""
 
+import os
 import threading
 import time
 
@@ -120,3 +121,46 @@ def test_persistent_thread_workers_survive_epochs_and_stop_on_close(no_leaks):
     assert_same_batches(first, collect(loader))
     assert {t.name for t in threading.enumerate()} == names
     loader.close()
+
+
+def _open_fds():
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_a_thread_stuck_in_a_sample_keeps_no_descriptor_after_close(no_leaks, monkeypatch):
+    """A thread cannot be killed, but its channels and exit pipe (6 descriptors) are closed with
+    the loader; when the sample returns later, the thread ends without an error."""
+    gate = threading.Event()
+    crashes = []
+    monkeypatch.setattr(threading, "excepthook", crashes.append)
+
+    class Stuck(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, index):
+            if index == 2:
+                gate.wait()  # set below, so that the thread ends with the test
+            return np.int64(index)
+
+    before = _open_fds()
+    stuck = []
+    try:
+        for _ in range(3):
+            loader = DataLoader(Stuck(), SequentialSampler(Stuck(), batch_size=2), num_workers=1,
+                                worker_type="thread", timeout=0.5)
+            batches = iter(loader)
+            next(batches)
+            with pytest.raises(LoaderTimeoutError):
+                next(batches)
+            loader.close()
+            stuck += [t for t in threading.enumerate() if t.name.startswith("dataloader-thread-worker-")
+                      and t.is_alive() and t not in stuck]
+            assert _open_fds() - before == set()
+        assert len(stuck) == 3  # each loader left its thread in the sample
+    finally:
+        gate.set()
+    for thread in stuck:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in stuck) and crashes == []
+    assert _open_fds() - before == set()
