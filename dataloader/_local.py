@@ -28,6 +28,14 @@ def current_batch_rng() -> np.random.Generator | None:
     return rng
 
 
+def install_batch_rng(rng: np.random.Generator | int | None) -> Any:
+    """Make ``rng`` (or a generator seeded with it) this thread's batch generator; the one it
+    replaces, to install again after (a ``with`` block's cost, saved per batch)."""
+    previous = getattr(_state, "rng", None)
+    _state.rng = rng
+    return previous
+
+
 @contextmanager
 def using_batch_rng(rng: np.random.Generator | int) -> Iterator[None]:
     """Make ``rng`` (or a generator seeded with it) this thread's batch generator in the block."""

@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, Callable, NamedTuple
 
+import numpy as np
+
 from .._failure import LEFT_OUT
-from .._local import using_batch_rng
+from .._local import install_batch_rng
 from ..collator import Collator
-from ..dataset import Collated
+from ..dataset import ArrayDataset, Collated
 from ..transform import PseudoTransform
 from .bad_samples import ErrorPolicy, SampleFailure
 from .middle import Stages, fetch
-from .seeding import batch_seed, seed_all, seeded_then_restored
+from .seeding import GlobalSeeding, batch_seed, seed_all
 from .task import BatchTask, Chunk
 
 
@@ -74,21 +76,31 @@ class BatchMaker:
         self._identity = type(self.transform) is PseudoTransform  # no transform stage to run
         self._takes_collated = self._identity and type(self.collator) is Collator
         self._stages = Stages(self, transforms=not self._identity)
+        self._globals = GlobalSeeding() if self.restore_random_state else None
+        # Reading the dataset runs none of your code, nor do the other stages: nothing can draw.
+        self._no_draws = self._takes_collated and not self.hooks and _reads_arrays(self.dataset)
 
     def __call__(self, task: BatchTask, seed_index: int | None = None) -> Any:
         """``task``'s batch, its random state seeded from (seed, epoch, ``seed_index`` or the
-        task's index)."""
-        if self.seed is None:
+        task's index); not seeded where no code that could draw runs (an :class:`ArrayDataset`
+        of numbers, no transform, the default collator, no hooks)."""
+        if self.seed is None or (self._no_draws and task.samples is None and task.jobs is None):
             return self._make(task)
         seed = batch_seed(self.seed, task.epoch, task.index if seed_index is None else seed_index)
-        with using_batch_rng(seed):
+        previous = install_batch_rng(seed)
+        try:
             if not self.seed_globals:
                 return self._make(task)
-            if self.restore_random_state:
-                with seeded_then_restored(seed):
+            if self._globals is not None:
+                saved = self._globals.seed(seed)
+                try:
                     return self._make(task)
+                finally:
+                    self._globals.restore(saved)
             seed_all(seed)
             return self._make(task)
+        finally:
+            install_batch_rng(previous)
 
     def make_read(self, task: BatchTask, samples: list, started: float, seed_index: int) -> Any:
         """``task``'s batch from ``samples`` read elsewhere (a worker's own stream shard) since
@@ -133,3 +145,11 @@ class BatchMaker:
             self.failures = stages.records
         self.timings = _stage_times((start, fetched, transformed, perf_counter(), 0 if batch is LEFT_OUT else len(samples)))
         return batch
+
+
+def _reads_arrays(dataset: Any) -> bool:
+    """Whether ``dataset[i]`` only indexes NumPy arrays of numbers: an :class:`ArrayDataset`
+    itself (no subclass) over plain arrays, whose samples no code of yours touches."""
+    return type(dataset) is ArrayDataset and all(
+        type(array) is np.ndarray and array.dtype.kind in "biufcmM" for array in dataset.arrays
+    )

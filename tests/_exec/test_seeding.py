@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from dataloader import DataLoader, RandomSampler, SequentialSampler, StreamSampler
+from dataloader import ArrayDataset, DataLoader, RandomSampler, SequentialSampler, StreamSampler
 from dataloader.transform import Compose
 from tests.harness import assert_parallel_equals_serial, collect
 
@@ -112,3 +112,37 @@ def test_unseeded_loaders_and_epochs_draw_differently(no_leaks):
     draws = [np.concatenate([b["np"] for b in epoch]) for epoch in (first, second, other)]
     assert not np.array_equal(draws[0], draws[1]), "two epochs of one loader drew the same numbers"
     assert not np.array_equal(draws[0], draws[2]), "two unseeded loaders drew the same numbers"
+
+
+class _Seeded(Exception):
+    pass
+
+
+def _refuse(*args, **kwargs):
+    raise _Seeded("seeded")
+
+
+def test_a_serial_batch_of_an_array_dataset_with_nothing_to_run_is_not_seeded(monkeypatch):
+    # No code of yours runs while such a batch is made (no transform, the default collator, an
+    # ArrayDataset of numbers): nothing can draw, so the per-batch seeding is skipped.
+    monkeypatch.setattr(random, "seed", _refuse)
+    arrays = ArrayDataset(np.arange(12.0), np.arange(12))
+    assert len(collect(DataLoader(arrays, batch_size=4, seed=3))) == 3
+
+    class Mine(IndexDataset):  # your __getitem__ could draw: seeded
+        pass
+
+    with pytest.raises(_Seeded):
+        collect(DataLoader(Mine(12), batch_size=4, seed=3))
+
+
+@pytest.mark.skipif(not hasattr(np.random, "set_bit_generator"), reason="numpy < 1.25 copies the state")
+def test_serial_batches_never_copy_numpys_global_state(monkeypatch):
+    # get_state/set_state of numpy.random's 624-word state cost ~100 us a batch, a third of a
+    # small serial batch (issue 45); the draws are the ones seed_all gives workers all the same.
+    expected = collect(_map_loader(RandomAugment(), seed=123))
+    monkeypatch.setattr(np.random, "get_state", _refuse)
+    monkeypatch.setattr(np.random, "set_state", _refuse)
+    got = collect(_map_loader(RandomAugment(), seed=123))
+    assert all(np.array_equal(a["np"], b["np"]) and np.array_equal(a["py"], b["py"]) for a, b in zip(got, expected))
+    _assert_draws_vary(got)
