@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dataloader"
 # Bottom to top; each entry is a top-level module or package of dataloader/.
 LAYERS = [
     {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local", "_digest",
-     "_framework_hint"},
+     "_order_state", "_framework_hint"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
      "image_folder", "callable_source", "columnar", "mixing", "_remote", "_options", "hooks", "argtypes"},
     {"_stages", "_transport", "raydata", "_tune"},
