@@ -9,11 +9,18 @@ filesystem. fsspec is imported only when a source needs it.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..errors import ArgumentTypeError, ArgumentValueError
+
+# pyarrow's GCS client retries a failing request for 15 minutes unless told otherwise: without a
+# network (its credentials come from a metadata server it cannot reach) a reader, or `convert` to
+# gs://, hung there. Each request gives up after this many seconds; the library's own retries
+# (retries=N, with backoff) still repeat what fails. A URI's own retry_limit_seconds is kept.
+GCS_RETRY_SECONDS = 10
 
 
 def is_fsspec(filesystem: Any) -> bool:
@@ -47,9 +54,10 @@ def path_on(filesystem: Any, text: str) -> str:
 
 def from_uri(text: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem and path a URI names: pyarrow's own where it knows the scheme, else
-    fsspec's (installed with the ``remote`` extra)."""
+    fsspec's (installed with the ``remote`` extra). A GCS one gives up on a request after
+    :data:`GCS_RETRY_SECONDS` (see there)."""
     try:
-        return pafs.FileSystem.from_uri(text)  # type: ignore[no-any-return]
+        return pafs.FileSystem.from_uri(_bounded_retries(text))  # type: ignore[no-any-return]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as error:
         scheme = text.split("://", 1)[0]
         try:
@@ -68,6 +76,18 @@ def from_uri(text: str) -> tuple[pafs.FileSystem, str]:
                 f"package for the {scheme!r} scheme, or pass filesystem= yourself."
             ) from missing
         return as_pyarrow(filesystem), path
+
+
+def _bounded_retries(text: str) -> str:
+    """``text``, a ``gs://`` or ``gcs://`` URI given with a ``retry_limit_seconds`` (pyarrow's
+    option) of :data:`GCS_RETRY_SECONDS` unless it has one; any other text as it is."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("gs", "gcs"):
+        return text
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name == "retry_limit_seconds" for name, _ in query):
+        return text
+    return urlunsplit(parts._replace(query=urlencode([*query, ("retry_limit_seconds", str(GCS_RETRY_SECONDS))])))
 
 
 def is_remote(filesystem: pafs.FileSystem) -> bool:

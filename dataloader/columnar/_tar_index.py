@@ -18,6 +18,12 @@ On object storage a body cut short on the way can come back as if whole
 (pyarrow's S3 leaves the missing tail unfilled), so a remote sidecar that does
 not parse, a shard's end that is not where its index says, and a scan that
 does not parse are read again (:func:`._snapshot.parsing`) before they count.
+An unfilled tail of zeros reads as tar's end-of-archive blocks, so a scan
+also reads the bytes from its end-of-archive marker to the shard's end again
+(:func:`check_after_end`): tar writers put only zeros there (two blocks, then
+up to the record size: 10 KiB with GNU tar's default and Python's tarfile, which
+WebDataset and write_tar_shards use; zeros of any length pass), and anything
+else is either a cut read (read again) or samples a scan would lose.
 """
 
 from __future__ import annotations
@@ -141,9 +147,9 @@ class SampleGrouper:
         return field
 
 
-def scan(stream: Any, shard: str, size: int) -> TarIndex:
-    """The index of the tar read sequentially from ``stream`` (``size`` bytes long); bytes that do
-    not read as a tar are :class:`TarBytesError`."""
+def scan(stream: Any, shard: str, size: int) -> tuple[TarIndex, int]:
+    """The index of the tar read sequentially from ``stream`` (``size`` bytes long) and the offset
+    of its end-of-archive marker; bytes that do not read as a tar are :class:`TarBytesError`."""
     reader = _ForwardReader(stream)
     _check_uncompressed(reader.read(BLOCK), shard)
     reader.seek(0)  # within the block just read
@@ -158,12 +164,12 @@ def scan(stream: Any, shard: str, size: int) -> TarIndex:
                     if grouper.key != key:
                         offsets.append(member.offset)
                     end = member.offset_data + _padded(member.size)
-            tail = reader.last_read
+            tail, archive_end = reader.last_read, tar.offset  # the block that ended it, and where
     except (tarfile.TarError, EOFError, OSError) as error:
         raise TarBytesError(str(error)) from error
     if len(tail) < BLOCK or tail.count(0) != BLOCK:
         raise TarBytesError("the end-of-archive block is missing: the file is truncated")
-    return TarIndex(tuple(offsets), end, tuple(sorted(grouper.fields)), size)
+    return TarIndex(tuple(offsets), end, tuple(sorted(grouper.fields)), size), archive_end
 
 
 def _check_uncompressed(head: bytes, shard: str) -> None:
@@ -303,6 +309,8 @@ def index_shard(filesystem: pafs.FileSystem, path: str, size: int | None) -> Tar
         size = filesystem.get_file_info(path).size or 0
     try:
         return parsing(lambda: scanned(filesystem, path, size), filesystem, f"{path!r}, scanned for its samples")
+    except DataAfterEndError as error:  # a local file, read once
+        raise error.local from error
     except TarBytesError as error:  # a local file, read once
         raise not_a_tar(path, error) from error.__cause__
     except (ArgumentValueError, DataFileError):
@@ -311,8 +319,54 @@ def index_shard(filesystem: pafs.FileSystem, path: str, size: int | None) -> Tar
         raise not_a_tar(path, error) from error
 
 
-def scanned(filesystem: pafs.FileSystem, path: str, size: int) -> TarIndex:
-    """The index of shard ``path`` from a scan; bytes that do not read as a tar are :class:`TarBytesError`."""
+def scanned(
+    filesystem: pafs.FileSystem, path: str, size: int, source: tuple[pafs.FileSystem, str] | None = None,
+) -> TarIndex:
+    """The index of shard ``path`` from a scan; bytes that do not read as a tar, or that are not
+    zeros after its end-of-archive marker (:func:`check_after_end`), are :class:`TarBytesError`.
+    ``source`` is (filesystem, path) of the remote shard that ``path`` is a local copy of: the
+    bytes after the marker are read again there."""
     # compression=None: the file's own bytes (pyarrow would inflate a .gz name; the reads could not)
     with filesystem.open_input_stream(path, compression=None) as stream:
-        return scan(stream, path, size)
+        index, archive_end = scan(stream, path, size)
+    check_after_end(*(source or (filesystem, path)), archive_end, size)
+    return index
+
+
+def check_after_end(filesystem: pafs.FileSystem, path: str, archive_end: int, size: int) -> None:
+    """Read the bytes from the end-of-archive marker at ``archive_end`` to the shard's end again
+    (in a tar as writers write it, two blocks and the record's padding: one ranged read of at most
+    ~10 KiB) and raise :class:`DataAfterEndError` where they are not all zeros. A read of a header
+    cut short on the way can come back as zeros (pyarrow's S3 leaves a short body's tail as its
+    buffer held it): the scan would take it for the marker and lose the samples after it without
+    an error; a fresh read of those bytes is not zeros. On a local disk, the same check refuses
+    data after the marker (tars joined with ``cat``) that a scan would otherwise drop."""
+    with filesystem.open_input_file(path) as file:
+        offset = archive_end
+        while offset < size:
+            chunk = file.read_at(min(_SKIP_CHUNK, size - offset), offset)
+            if not chunk:
+                return  # shorter than planned: the stamps' checks name a changed file
+            if chunk.count(0) != len(chunk):
+                first = offset + len(chunk) - len(chunk.lstrip(b"\0"))
+                raise DataAfterEndError(path, archive_end, first, size)
+            offset += len(chunk)
+
+
+class DataAfterEndError(TarBytesError):
+    """Bytes other than zeros after a shard's end-of-archive marker: the cause as the message
+    (what a ``RemoteReadError`` quotes after the retries), and ``local``, the error of a file read
+    once, with its advice."""
+
+    def __init__(self, path: str, archive_end: int, first: int, size: int) -> None:
+        cause = (f"bytes that are not zeros follow its end-of-archive marker at byte {archive_end}, "
+                 f"from byte {first} of {size}")
+        super().__init__(cause)
+        self.local = DataFileError(
+            f"cannot index {path!r}: {cause}. A scan stops at the marker, as tar does, so whatever "
+            "follows would be lost without an error: most often a second tar joined on with `cat` "
+            "(`tar -tf --ignore-zeros FILE` lists both). Write its samples as one tar (extract them "
+            "with `tar -xf FILE --ignore-zeros` and tar them again, or use write_tar_shards), or, if "
+            f"what follows is junk, cut it off (`truncate -s {archive_end + 2 * BLOCK} FILE`).",
+            path,
+        )

@@ -111,7 +111,9 @@ class TarStream(ColumnarStream):
     means downloading every shard once when the stream is built. A file that is
     not a tar, or is truncated, is an :class:`~dataloader.ArgumentValueError`
     naming it; a compressed one (``.tar.gz``) a :class:`~dataloader.DataFileError`
-    saying so (decompress it: its samples are not at offsets of the file). Afterwards every shard's size and modification time are checked
+    saying so (decompress it: its samples are not at offsets of the file), and so is
+    one with data other than zeros after its end-of-archive marker (tars joined
+    with ``cat``: a scan, like tar, stops at the marker and would lose them). Afterwards every shard's size and modification time are checked
     whenever it is opened, so a shard replaced after the build is a
     :class:`~dataloader.SourceChangedError`, never samples read at stale offsets.
 

@@ -21,7 +21,9 @@ from ..errors import ArgumentValueError, DataFileError
 from ._readers import Reader, Units
 from ._sharding import Piece
 from ._snapshot import parsing
-from ._tar_index import SampleGrouper, TarIndex, TarBytesError, index_shard, not_a_tar, read_sidecar, scanned
+from ._tar_index import (
+    DataAfterEndError, SampleGrouper, TarBytesError, TarIndex, index_shard, not_a_tar, read_sidecar, scanned,
+)
 
 KEY = "__key__"
 # A column the reader adds for the stream's error messages (which shard a row came from); the
@@ -83,13 +85,17 @@ class TarUnits(Units):
 
         def scan_copy() -> TarIndex:
             copy = cache.fetch(self.filesystem, path, stamp.size, stamp.version)  # type: ignore[union-attr]
-            return scanned(pafs.LocalFileSystem(), copy.path, stamp.size or 0)
+            # the bytes after its end-of-archive marker are read again from the store (the copy's
+            # fetch may have been cut there, its tail left as zeros)
+            return scanned(pafs.LocalFileSystem(), copy.path, stamp.size or 0, (self.filesystem, path))
 
         try:
             return parsing(
                 scan_copy, self.filesystem, f"{path!r}, scanned for its samples",
                 lambda: cache.discard(self.filesystem, path),  # type: ignore[union-attr]
             )
+        except DataAfterEndError as error:
+            raise error.local from error
         except TarBytesError as error:
             raise not_a_tar(path, error) from error.__cause__
 

@@ -203,6 +203,23 @@ def test_a_truncated_or_foreign_shard_is_refused_at_build_naming_it(tmp_path):
         TarStream(tmp_path)
 
 
+def test_data_after_the_end_of_archive_is_refused_and_zero_padding_of_any_length_is_read(tmp_path):
+    """A scan stops at tar's end-of-archive marker: the samples of a second tar joined on with
+    `cat` were dropped without an error. Zeros after the marker (a writer's record padding, any
+    blocking factor) are padding; anything else is a DataFileError naming the shard and where."""
+    write_plain(tmp_path, [4])
+    shard = tmp_path / "shard-00.tar"
+    first = shard.read_bytes()
+    end = len(first)
+    shard.write_bytes(first + bytes(64 * 1024))  # `tar -b 128` pads to 64 KiB records
+    assert [int(r["cls"]) for r in TarStream(tmp_path)] == [0, 1, 2, 3]
+    write_plain(tmp_path, [3], first=4)
+    shard.write_bytes(first + shard.read_bytes())  # `cat a.tar b.tar`: 4 samples, then 3 more
+    with pytest.raises(DataFileError, match=rf"cannot index '.*shard-00\.tar': bytes that are not zeros follow "
+                                            rf"its end-of-archive marker at byte \d+, from byte {end} of \d+.*--ignore-zeros"):
+        TarStream(tmp_path)
+
+
 @pytest.mark.parametrize("name,compress,command", [
     ("s.tar.gz", "gzip", "gunzip"), ("s.tgz", "gzip", "gunzip"), ("s.tar", "gzip", "gunzip"),
     ("s.tar", "bz2", "bunzip2"), ("s.tar", "lzma", "unxz"),

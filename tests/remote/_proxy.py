@@ -69,8 +69,9 @@ class FaultProxy:
     - ``error_rate``: the fraction answered with ``error_status`` (503 ``SlowDown``, or 500
       ``InternalError``) instead, drawn from ``random.Random(seed)``;
     - ``reset_next(n, after_bytes)``: the next n matching GETs are cut by a TCP reset;
-    - ``short_next(n, keep_bytes)``: the next n matching GETs answer a well-formed but short body:
-      its first ``keep_bytes`` bytes, with a Content-Length of that (a truncating middlebox);
+    - ``short_next(n, keep_bytes, at)``: the next n matching GETs (with ``at``, those whose Range
+      begins at byte ``at``) answer a well-formed but short body: its first ``keep_bytes`` bytes,
+      with a Content-Length of that (a truncating middlebox);
     - ``bandwidth``: bytes per second of response bodies (None: no limit).
 
     ``deny(key_substring, status)`` answers every method, matching or not. Counters: ``requests``,
@@ -90,7 +91,7 @@ class FaultProxy:
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._resets: tuple[int, int] = (0, 0)
-        self._shorts: tuple[int, int] = (0, 0)
+        self._shorts: tuple[int, int, int | None] = (0, 0, None)
         self._denied: dict[str, tuple[int, frozenset[str] | None]] = {}
         self._connections: set[socket.socket] = set()
         self._in_flight = 0
@@ -119,11 +120,13 @@ class FaultProxy:
         with self._lock:
             self._resets = (n, after_bytes)
 
-    def short_next(self, n: int, keep_bytes: int = 0) -> None:
-        """The next ``n`` matching GETs answer their status and headers with the body cut to its
-        first ``keep_bytes`` bytes and Content-Length set to match, so the answer looks whole."""
+    def short_next(self, n: int, keep_bytes: int = 0, at: int | None = None) -> None:
+        """The next ``n`` matching GETs (only those whose Range begins at byte ``at``, when given:
+        a cut placed at a chosen offset of the object) answer their status and headers with the
+        body cut to its first ``keep_bytes`` bytes and Content-Length set to match, so the answer
+        looks whole."""
         with self._lock:
-            self._shorts = (n, keep_bytes)
+            self._shorts = (n, keep_bytes, at)
 
     def deny(self, key_substring: str, status: int = 404, methods: frozenset[str] | None = None) -> None:
         """Answer every request (any method, or only ``methods``) for a key containing
@@ -158,7 +161,7 @@ class FaultProxy:
 
     @property
     def faults(self) -> collections.Counter[tuple[str, str]]:
-        """(kind, key) -> how many faults were injected; kind is "error", "reset" or "deny"."""
+        """(kind, key) -> how many faults were injected; kind is "error", "reset", "short" or "deny"."""
         with self._lock:
             return collections.Counter(self._faults)
 
@@ -233,9 +236,9 @@ class FaultProxy:
                 self._resets = (left - 1, after)
                 self._faults[("reset", key)] += 1
                 return _Plan(matched, reset_after=after)
-            left, keep = self._shorts
-            if matched and method == "GET" and left > 0:
-                self._shorts = (left - 1, keep)
+            left, keep, at = self._shorts
+            if matched and method == "GET" and left > 0 and (at is None or _range_start(range_) == at):
+                self._shorts = (left - 1, keep, at)
                 self._faults[("short", key)] += 1
                 return _Plan(matched, short=keep)
             return _Plan(matched)
@@ -428,6 +431,14 @@ def _head(status: int, headers: list[tuple[str, str]]) -> bytes:
         reason = ""
     lines = [f"HTTP/1.1 {status} {reason}", *(f"{name}: {value}" for name, value in headers), "", ""]
     return "\r\n".join(lines).encode("latin-1")
+
+
+def _range_start(range_: str | None) -> int | None:
+    """The first byte a Range header asks for ("bytes=512-1023" -> 512; None without one)."""
+    if not range_ or not range_.startswith("bytes="):
+        return None
+    start = range_[len("bytes="):].split("-", 1)[0]
+    return int(start) if start.isdigit() else None
 
 
 def _object_key(path: str) -> str:

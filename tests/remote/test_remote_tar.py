@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import os
+import tarfile
 
 import pytest
 
@@ -104,3 +105,48 @@ def test_a_shard_that_keeps_coming_short_while_building_ends_in_a_remote_read_er
     with pytest.raises(RemoteReadError, match=r"part-0000\d\.tar.*do not parse") as caught:
         TarStream(f"{bucket}/tars", filesystem=pyarrow_s3(s3_proxy.endpoint), retries=2)
     assert caught.value.attempts == 3 and ".idx" not in str(caught.value)
+
+
+# --- a cut at a header boundary: the zero-filled tail reads as tar's end-of-archive blocks ----
+
+
+def _bare(shards, s3_server, bucket) -> tuple[str, int]:
+    """The shards without their indexes under ``bucket/bare/``; the offset of sample 1's first
+    header in part-00000.tar. Sample 0 ends in zeros (its ``bin`` is one zero byte), so a read of
+    that header cut to nothing comes back as zeros (pyarrow leaves the missing bytes as its buffer
+    held them: the last read's, here zeros), which tarfile takes for the end of the archive."""
+    local, _ = shards
+    for name in os.listdir(local):
+        if name.endswith(".idx"):
+            os.remove(os.path.join(local, name))
+    upload_tree(s3_server.endpoint, bucket, local, prefix="bare/")
+    with tarfile.open(os.path.join(local, "part-00000.tar")) as tar:
+        return local, next(m.offset for m in tar if m.name.startswith("k0001."))
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["scan", "scan-of-the-cached-copy"])
+def test_a_scan_cut_at_a_header_boundary_reads_again_and_loses_no_sample(shards, s3_server, s3_proxy, bucket,
+                                                                         tmp_path, cached):
+    """A header read (the scan's own, or the copy's fetch) whose body stops exactly at a sample's
+    header comes back zero-filled: the scan saw the end of the archive there and silently indexed
+    1 of the shard's 23 samples. The bytes after an end marker are read again, and they are not
+    zeros: the scan is read again and every sample is there."""
+    local, header = _bare(shards, s3_server, bucket)
+    s3_proxy.key_filter = "bare/part-00000.tar"
+    if cached:  # the copy is fetched in one read from byte 0: cut it at the header
+        s3_proxy.short_next(1, keep_bytes=header, at=0)
+    else:  # the scan reads the header alone: cut it to nothing
+        s3_proxy.short_next(1, keep_bytes=0, at=header)
+    options = {"cache_dir": str(tmp_path / "cache")} if cached else {}
+    stream = TarStream(f"{bucket}/bare", filesystem=pyarrow_s3(s3_proxy.endpoint), retries=3, **options)
+    assert sum(count for (kind, _), count in s3_proxy.faults.items() if kind == "short") == 1
+    assert _keys(stream) == _keys(TarStream(local))
+
+
+def test_a_scan_whose_end_keeps_coming_early_ends_in_a_remote_read_error(shards, s3_server, s3_proxy, bucket):
+    _, header = _bare(shards, s3_server, bucket)
+    s3_proxy.key_filter = "bare/part-00000.tar"
+    s3_proxy.short_next(100, keep_bytes=0, at=header)
+    with pytest.raises(RemoteReadError, match=r"part-00000\.tar.*do not parse.*follow its end-of-archive") as caught:
+        TarStream(f"{bucket}/bare", filesystem=pyarrow_s3(s3_proxy.endpoint), retries=2)
+    assert caught.value.attempts == 3
