@@ -148,20 +148,23 @@ def test_two_hundred_grow_and_shrink_cycles_leak_nothing(no_leaks, tuned_every_b
         multiprocessing_context="fork",
     )
     policy = _scripted(loader, [1, 2])
-    firsts, descriptors = [], {}
+    firsts, descriptors, cycles = [], {}, 0
     with iter(loader) as batches:
         pool = parallel_executor(batches)._pool
         for batch in batches:
             firsts.append(int(batch["meta"][0][0]))
-            if len(pool.workers) in (20, 201):  # the ones that left are reaped as it runs
-                descriptors.setdefault(len(pool.workers), len(os.listdir("/proc/self/fd")))
-            if len(pool.workers) > 200:  # a grow reuses a worker still leaving: count those started
+            cycles = policy.windows // 2  # a grow and a shrink each
+            if cycles in (10, 200):  # the ones that left are reaped as it runs
+                descriptors.setdefault(cycles, len(os.listdir("/proc/self/fd")))
+            if cycles >= 200:
                 break
         started, stopped = len(pool.workers), len(pool.stopped)
-    assert started > 200, f"only {started} workers were started in the whole epoch"
-    assert stopped >= 199
+    # A grow starts a worker, or takes back the one still leaving (on a busy machine most may
+    # be taken back, as a leaving worker answers late): counted by the decisions, not the starts.
+    assert cycles >= 200, f"only {cycles} grow and shrink cycles in the whole epoch"
+    assert started - stopped <= 3, f"{started} workers started, only {stopped} stopped"
     assert firsts == list(range(0, 2 * len(firsts), 2))
-    assert descriptors[201] - descriptors[20] < 20, f"descriptors grew from {descriptors[20]} to {descriptors[201]}"
+    assert descriptors[200] - descriptors[10] < 20, f"descriptors grew from {descriptors[10]} to {descriptors[200]}"
 
 
 def test_a_resume_taken_while_the_pool_churns_continues_exactly(no_leaks, tuned_every_batch):
