@@ -167,9 +167,28 @@ def _fast_column(values: Sequence[Any], natural: np.dtype) -> np.ndarray | None:
     dtype = column.dtype
     if (dtype is not natural and dtype != natural) or column.ndim != 1:
         return None
-    if dtype.kind in "fc" and not _all_of(type(values[0]), values):
+    if dtype.kind in "fc" and not _exact_floats(column, values):
         return None  # an integer among floats: the full rules check that the float holds it exactly
     return _alloc.adopt(column)
+
+
+_largest = np.maximum.reduce
+# Per float dtype, 2**(mantissa bits + 1): every integer under it in magnitude is exact in the
+# dtype, and every integer from one past it on becomes a float of at least that magnitude.
+_EXACT_BELOW: dict[np.dtype, float] = {}
+
+
+def _exact_floats(column: np.ndarray, values: Sequence[Any]) -> bool:
+    """Whether no integer among ``values`` changed in the float ``column`` NumPy made of them.
+
+    Runs per float column per batch, so the cheap test goes first: a column under
+    2**(mantissa bits + 1) in magnitude holds every integer exactly (one C pass, ~1 us for 256
+    values); past it (a large value, inf, nan) only a column of one type passes
+    (:func:`_all_of`, a Python-level call per value)."""
+    limit = _EXACT_BELOW.get(column.dtype)
+    if limit is None:
+        limit = _EXACT_BELOW[column.dtype] = float(2 ** (np.finfo(column.dtype).nmant + 1))
+    return bool(_largest(np.absolute(column)) < limit) or _all_of(type(values[0]), values)
 
 
 def _fast_sequence(values: Sequence[Sequence[Any]], path: Any) -> list[Any] | None:

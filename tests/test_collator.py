@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from dataloader import _alloc
+from dataloader import collator as collator_module
 from dataloader.collator import Collator
 from dataloader.errors import CollateError
 
@@ -661,3 +662,31 @@ def test_small_integers_beside_floats_collate_as_floats():
     assert Collator().apply([np.int64(2**53), 0.5]).tolist() == [2**53, 0.5]
     out = Collator().apply([np.array([1, 2], np.int16), np.array([1.5, 2.0], np.float32)])
     assert out.dtype == np.float32 and out.tolist() == [[1, 2], [1.5, 2]]
+
+
+@pytest.mark.parametrize("big", [2**53 + 1, -(2**53 + 1), 2**63 - 1, np.int64(2**60 + 1)])
+def test_a_large_integer_after_floats_is_never_rounded(big):
+    """Floats first take the bulk rule; an integer past 2**53 further down still stops it."""
+    with pytest.raises(CollateError, match=r"the integer -?\d+ in sample 2 \(.*\) would change in the float64"):
+        Collator().apply([0.5, 1.5, big])
+
+
+@pytest.mark.parametrize("values", [
+    [0.5, 2**53], [0.5, -(2**53)], [2.0**60, 3.0], [float("nan"), 1.0], [float("inf"), 2**52],
+    [np.float32(0.5), np.float32(2.0**30)], [1.5 + 2j, 2**53 + 0j],
+])
+def test_float_columns_past_the_exact_range_collate_as_numpy_makes_them(values):
+    out = Collator().apply(values)
+    assert out.tolist() == np.asarray(values).tolist() or np.isnan(out[0])
+    assert out.dtype == np.asarray(values).dtype
+
+
+def test_a_float_column_of_small_values_takes_no_per_value_pass(monkeypatch):
+    """The exactness check of a float column is one C pass where every value is under 2**53:
+    the per-value type scan (a Python call per value, per field, per batch) is not run."""
+    def scanned(cls, values):
+        raise AssertionError("per-value scan")
+
+    monkeypatch.setattr(collator_module, "_all_of", scanned)
+    assert Collator().apply([0.25 * i for i in range(256)]).tolist() == [0.25 * i for i in range(256)]
+    assert Collator().apply([0.5, 7]).tolist() == [0.5, 7.0]  # an int among them, exact
