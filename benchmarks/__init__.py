@@ -20,6 +20,7 @@ Benches (each a module with ``main(argv)``):
 - ``resume``: what keeping track of the loader's position costs, against the commit before it.
 - ``remote``: Parquet and tar streams read from a local S3 server behind injected latency,
   against the local disk and WebDataset's own loader.
+- ``serial_cost``: CPU per batch of the serial path on small samples, against another checkout.
 
 Their parts: ``config``, ``workloads``, ``small``, ``batches``, ``loaders``, ``measure``,
 ``schedule``, ``summary``, ``tables``, ``machine`` and ``plot`` (the ``compare`` bench);
@@ -41,4 +42,5 @@ BENCHES = {
     "autotune": 'num_workers="auto" vs a sweep of fixed num_workers',
     "resume": "what tracking the position costs: state_dict() time, rate vs the commit before",
     "remote": "Parquet and tar streams from S3 (local moto, 0/20/50 ms latency) vs local disk and WebDataset",
+    "serial_cost": "CPU per batch with num_workers=0 on small samples, this checkout or another (--tree)",
 }

@@ -23,6 +23,7 @@ def test_pytest_imports_the_benchmarks_from_this_clone():
 @pytest.mark.parametrize("name,option", [
     ("compare", "--from-json"), ("floor", "--main-us"), ("gpu", "--step-ms"), ("vision", "--tune-malloc"),
     ("columnar", "--rows"), ("raydata", "--cpus"), ("autotune", "--warmup"), ("resume", "--baseline-ref"),
+    ("serial_cost", "--tree"),
 ])
 def test_each_bench_shows_its_options_under_its_module_name(name, option):
     done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,
@@ -56,3 +57,18 @@ def test_the_resume_bench_measures_state_dict_cost_end_to_end(tmp_path):
     assert [row["case"].split(",")[0] for row in rows] == ["in_order=True", "in_order=True", "in_order=False"]
     full = rows[0]
     assert full["held"] > 16 and full["calls"] > 0 and full["state_bytes"] < 4096  # a full buffer, a small state
+
+
+def test_the_serial_cost_bench_measures_this_checkout_or_the_one_it_is_given(tmp_path):
+    """A run on this checkout, and one with ``--tree`` a copy whose ``dataloader`` says it was loaded."""
+    command = [sys.executable, "-m", "benchmarks.serial_cost", "--workloads", "scalars,record",
+               "--reps", "1", "--batches", "5", "--seed", "3"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, env=ENV)
+    assert done.returncode == 0, done.stderr
+    assert [line.split(":")[0] for line in done.stdout.splitlines()] == ["scalars", "record"]
+    other = tmp_path / "tree" / "dataloader"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("raise ImportError('the other tree was loaded')\n")
+    done = subprocess.run([*command, "--tree", str(tmp_path / "tree")], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=ENV)
+    assert done.returncode != 0 and "the other tree was loaded" in done.stderr
