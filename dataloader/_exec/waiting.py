@@ -142,15 +142,12 @@ class Waiter:
         self._wakeup.close()
 
     def drain(self, worker: Handle, readable: bool = False) -> None:
-        """Handle every message waiting from ``worker`` (``readable``: its socket polled so)."""
+        """Handle every message waiting from ``worker`` (``readable``: its socket polled so).
+        Its channel closed: the pool raises :class:`~dataloader.WorkerDiedError`."""
         has_message = self._has_message[worker.id]
-        try:
-            while readable or has_message.poll(0):
-                readable = False
-                self._inbox.handle(worker, self._pool.receive(worker))
-        except (EOFError, ConnectionResetError, BrokenPipeError):
-            self._pool.raise_if_dead(worker, wait=1.0)
-            raise
+        while readable or has_message.poll(0):
+            readable = False
+            self._inbox.handle(worker, self._pool.receive(worker))
 
     def _watch_unsent(self) -> None:
         """Watch for room the sockets of the workers whose messages wait to be written (the
@@ -169,9 +166,8 @@ class Waiter:
         conn, fd = worker.conn, worker.conn.fileno()
         try:
             waiting = conn.unsent and not conn.flush()
-        except (ConnectionResetError, BrokenPipeError):
-            self._pool.raise_if_dead(worker, wait=1.0)
-            raise
+        except OSError as error:  # a broken pipe, a reset: its end is closed
+            self._pool.raise_died(worker, error)
         if waiting != (fd in self._writing):
             self._poller.modify(fd, select.POLLIN | select.POLLOUT if waiting else select.POLLIN)
             self._writing.symmetric_difference_update((fd,))
@@ -205,7 +201,7 @@ class Waiter:
                 self._reap(worker)
                 continue
             self.drain(worker)
-            self._pool.raise_if_dead(worker)
+            self._pool.raise_died(worker)  # its sentinel fired: exited, or closed it and going
         return bool(ready)
 
     def _last_words(self, worker: Handle) -> None:

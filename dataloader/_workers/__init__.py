@@ -6,6 +6,7 @@ exception travels home. See docs/design/workers.md for the state machine.
 - ``messages.py``: the protocol's typed messages; ``wire.py`` the socket that carries them.
 - ``pool.py``: starting, watching and stopping worker processes; ``handle.py`` what the
   executor knows of one worker, process or thread.
+- ``exits.py``: waiting, with a bound, for a worker or probe to exit, then killing it.
 - ``threads.py``: thread workers, the same loop and protocol in threads of this process;
   ``thread_channel.py`` their channels, which the pool closes even while a thread is stuck.
 - ``remote_error.py``: a worker's exception carried home and re-raised as its own type.

@@ -14,6 +14,13 @@ from typing import Any
 # unstick such a worker. Process and thread pools share it, so both stop on the same clock.
 STOP_GRACE = 0.5
 
+# How long the main process waits for a worker whose channel broke (EOF, a reset) or whose exit
+# sentinel fired to exit before it kills it: such a worker is gone or going, whatever its
+# process says yet (it may be stuck in an atexit handler or a C destructor, or something in it
+# closed its descriptors). A normal death is seen well within it; a core dump may take longer
+# and is cut short, but a main process that waited for that without bound would hang.
+EXIT_GRACE = 1.0
+
 
 @dataclass(eq=False)
 class Handle:

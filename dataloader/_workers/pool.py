@@ -27,14 +27,15 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ACKNOWLEDGE
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 from ..errors import ArgumentTypeError, SharedMemoryError, WorkerDiedError
 from ..memory import describe_oom, describe_shm
 from .._transport.receiver import Receiver
 from .descriptors import START_PEAK, descriptors_for, ensure_free
+from .exits import end_process, wait_for_exit
 from .fork_safety import watch
-from .handle import STOP_GRACE, Handle
+from .handle import EXIT_GRACE, STOP_GRACE, Handle
 from .loop import PickledBoot, WorkerBoot, run_worker
 from .main_guard import refuse_workers_while_starting, unguarded_main_message
 from .messages import SegmentCreated, SegmentRetired, Shutdown
@@ -88,6 +89,8 @@ class WorkerPool:
         self._reaped: set[int] = set()  # stopped, exited, and their descriptors closed
         self._stopping = False
         self.broken = False  # a worker died: a persistent loader must not reuse this pool
+        # What raise_died said of each dead worker, by id, and whether it died while starting.
+        self._deaths: dict[int, tuple[str, bool]] = {}
         self._pid = os.getpid()
         self.detached = False  # this process is a fork of the pool's: touch nothing shared
         watch(self)  # before the first fork: a forked worker lets go of the pool too
@@ -216,15 +219,20 @@ class WorkerPool:
     def send(self, worker: WorkerHandle, message: Any) -> None:
         try:
             worker.conn.send(message)
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            self.raise_if_dead(worker, wait=1.0)
-            raise
+        except OSError as error:  # a broken pipe, a reset: its end is closed
+            self.raise_died(worker, error)
 
     def receive(self, worker: WorkerHandle) -> Any:
-        """The worker's next message; segment bookkeeping is handled here and returns None."""
-        message = worker.conn.recv()
+        """The worker's next message; segment bookkeeping is handled here and returns None.
+        Its channel closed: :class:`WorkerDiedError` (the EOF itself from a stopped worker)."""
+        try:
+            message = worker.conn.recv()
+            fd = _receive_descriptor(worker) if isinstance(message, SegmentCreated) else -1
+        except (EOFError, OSError) as error:
+            if worker.id in self.stopped:
+                raise  # asked to exit: its end closing is its last word, not a death
+            self.raise_died(worker, error)
         if isinstance(message, SegmentCreated):
-            fd = _receive_descriptor(worker)
             self.receiver.add_segment(worker.id, message.segment_id, fd, message.size)
             return None
         if isinstance(message, SegmentRetired):
@@ -232,19 +240,39 @@ class WorkerPool:
             return None
         return message
 
-    def raise_if_dead(self, worker: WorkerHandle, wait: float = 0.0) -> None:
-        """Raise :class:`WorkerDiedError` if ``worker`` has exited."""
-        process = worker.process
-        process.join(wait)
-        if process.exitcode is None:
-            return
-        self.broken = True
-        unguarded = unguarded_main_message(worker.label, self._context.get_start_method(), process.exitcode)
-        error = WorkerDiedError(unguarded or death_message(worker.id, process.pid, process.exitcode))
-        error.worker_id, error.pid = worker.id, process.pid
-        if unguarded:
+    def raise_died(self, worker: WorkerHandle, cause: BaseException | None = None) -> NoReturn:
+        """Raise :class:`WorkerDiedError` for ``worker``, whose channel broke (``cause``: the
+        ``EOFError`` or ``OSError`` met on it) or whose exit sentinel fired: it is gone or going,
+        whatever its process says yet. It gets ``EXIT_GRACE`` seconds to exit (a bounded wait on
+        its exit, no polling), is killed if it is still there, and is reaped; the error names
+        its exit code or signal, or says that it was killed here, and why that happens."""
+        if worker.id not in self._deaths:  # else met again (draining its last words, say)
+            self.broken = True
+            self._deaths[worker.id] = self._death_text(worker, cause)
+        text, starting = self._deaths[worker.id]
+        error = WorkerDiedError(text)
+        error.worker_id, error.pid = worker.id, worker.pid
+        if starting:
             error.indices = []  # it died before any sample: naming its batches would mislead
-        raise error
+        raise error from cause
+
+    def _death_text(self, worker: WorkerHandle, cause: BaseException | None) -> tuple[str, bool]:
+        """What ``worker``'s death says, once it is reaped (or killed, if it would not exit),
+        and whether it died while starting (an unguarded main script)."""
+        pid = worker.pid
+        exitcode, killed = end_process(worker.process, EXIT_GRACE)
+        if not killed:
+            unguarded = unguarded_main_message(worker.label, self._context.get_start_method(), exitcode)
+            return unguarded or death_message(worker.id, pid, exitcode), unguarded is not None
+        broke = f"its connection to the main process closed ({_named(cause)})" if cause else "its exit pipe closed"
+        return (
+            f"DataLoader worker {worker.id} (pid {pid}) stopped answering: {broke}, but the process "
+            f"had not exited {EXIT_GRACE:g} s later, so the main process killed it (SIGKILL). A "
+            "dying worker stuck in an atexit handler, a signal handler or a C destructor does "
+            "this, and so does code in the dataset, transform or collator that closes the "
+            "process's file descriptors (os.closerange, a library that daemonizes): find what "
+            "blocks or closes them (py-spy dump --pid on a stuck worker shows where)."
+        ), False
 
     def stack(self, worker: WorkerHandle, wait: float = 1.0) -> str:
         """The worker's current Python stack (faulthandler), or '' if it cannot be had."""
@@ -310,7 +338,7 @@ class WorkerPool:
         deadline = time.monotonic() + STOP_GRACE
         running = [worker for worker in self.workers if worker.id not in self._reaped]
         for worker in running:
-            worker.process.join(max(0.0, deadline - time.monotonic()))
+            wait_for_exit(worker.process, deadline - time.monotonic())
         for worker in running:
             _end_process(worker)
         if not self._alive_in.closed:
@@ -321,11 +349,7 @@ class WorkerPool:
 def _end_process(worker: WorkerHandle, grace: float = 0.0) -> None:
     """Kill ``worker`` if it still runs after ``grace`` seconds, reap it, and close the pool's
     descriptors of it."""
-    if grace and worker.process.is_alive():
-        worker.process.join(grace)
-    if worker.process.is_alive():
-        worker.process.kill()
-        worker.process.join(1.0)
+    end_process(worker.process, grace)
     _close_quietly(worker.conn, worker.stack_in)
     if worker.process.exitcode is not None:
         worker.process.close()
@@ -352,6 +376,11 @@ def _flush_within(conn: Wire, seconds: float) -> None:
         if remaining <= 0:
             return
         select.select([], [conn.fileno()], [], remaining)
+
+
+def _named(error: BaseException) -> str:
+    """``error`` as a message quotes it: "EOFError", "ConnectionResetError: [Errno 104] ..."."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 def death_message(worker_id: int, pid: int, exitcode: int | None) -> str:

@@ -25,6 +25,8 @@ from .._stages.seeding import seed_all
 from .._stages.task import BatchTask
 from ..hooks import StageEvent, StageHook
 from ..worker import WorkerInfo
+from .exits import end_process
+from .handle import EXIT_GRACE
 from .loop import PickledBoot, WorkerBoot, exit_when_parent_dies
 
 
@@ -102,21 +104,24 @@ def _probe(context: Any, boot: WorkerBoot, task: BatchTask, timeout: float | Non
     process.start()
     writer.close()
     alive_in.close()
-    last, finished, exitcode = None, False, None
+    last, finished, hung_up, exitcode, killed = None, False, False, None, False
     try:
         while True:
             if timeout is not None and not reader.poll(timeout):
                 break  # stuck rather than dead: not a culprit this can name
             try:
                 message = reader.recv()
-            except EOFError:
+            except EOFError:  # it is gone or going, whatever its process says yet
+                hung_up = True
                 break
             if message is None:
                 finished = True
                 break
             last = message
-        process.join(None if finished or timeout is None else timeout)
-        exitcode = process.exitcode
+        # Hung up (or finished): killed unless it exits within EXIT_GRACE, for a probe stuck
+        # dying, or one whose sample closed its descriptors, is dead all the same. Stuck: it
+        # gets ``timeout`` more (only a death then names a culprit).
+        exitcode, killed = end_process(process, EXIT_GRACE if finished or hung_up else timeout)
     finally:
         reader.close()
         alive_out.close()
@@ -124,9 +129,11 @@ def _probe(context: Any, boot: WorkerBoot, task: BatchTask, timeout: float | Non
             process.kill()
             process.join()
         process.close()
-    if finished or last is None or not exitcode:
+    if finished or last is None:
         return None
-    return last, _how(exitcode)
+    if killed:  # by end_process: a culprit only if it had hung up first
+        return (last, "hung up without exiting") if hung_up else None
+    return (last, _how(exitcode)) if exitcode else None
 
 
 def _how(exitcode: int) -> str:

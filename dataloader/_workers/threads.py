@@ -15,13 +15,13 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from .._local import set_worker_info
 from .._transport.receiver import Receiver
 from ..errors import WorkerDiedError
 from .fork_safety import watch
-from .handle import STOP_GRACE, Handle
+from .handle import EXIT_GRACE, STOP_GRACE, Handle
 from .loop import StopWorker, WorkerBoot, WorkerLoop
 from .messages import Shutdown
 from .thread_channel import Channel, End, GuardedFd
@@ -145,20 +145,42 @@ class ThreadWorkerPool:
         return ThreadHandle(boot.worker_id, End(to_worker, to_main), thread, shared)
 
     def send(self, worker: ThreadHandle, message: Any) -> None:
-        worker.conn.send(message)
+        try:
+            worker.conn.send(message)
+        except OSError as error:  # its channel is closed
+            self.raise_died(worker, error)
 
     def receive(self, worker: ThreadHandle) -> Any:
-        return worker.conn.recv()
+        """The worker's next message; its channel closed: :class:`WorkerDiedError` (the EOF
+        itself from a stopped worker), as from a process pool."""
+        try:
+            return worker.conn.recv()
+        except (EOFError, OSError) as error:
+            if worker.id in self.stopped:
+                raise
+            self.raise_died(worker, error)
 
-    def raise_if_dead(self, worker: ThreadHandle, wait: float = 0.0) -> None:
-        worker.thread.join(wait)
-        if worker.thread.is_alive():
-            return
+    def raise_died(self, worker: ThreadHandle, cause: BaseException | None = None) -> NoReturn:
+        """Raise :class:`WorkerDiedError` for ``worker``, whose channel closed (``cause``) or
+        whose exit pipe fired: it returned or is returning. A thread cannot be killed: it gets
+        ``EXIT_GRACE`` seconds to return, and the error says so if it has not."""
+        worker.thread.join(EXIT_GRACE)
         self.broken = True
-        raise WorkerDiedError(
+        text = (
             f"DataLoader {worker.label} exited unexpectedly: something in the dataset, transform "
             "or collator raised SystemExit or another BaseException."
         )
+        if worker.thread.is_alive():
+            text = (
+                f"DataLoader {worker.label} stopped answering: its channel to the main thread "
+                f"closed ({type(cause).__name__ if cause else 'its exit pipe fired'}), but the "
+                f"thread had not returned {EXIT_GRACE:g} s later. Something in the dataset, "
+                "transform or collator closed the process's file descriptors, or the thread is "
+                "stuck: report it with the traceback."
+            )
+        error = WorkerDiedError(text)
+        error.worker_id, error.pid = worker.id, worker.pid
+        raise error from cause
 
     def stack(self, worker: ThreadHandle, wait: float = 1.0) -> str:
         frame = sys._current_frames().get(worker.thread.ident)
