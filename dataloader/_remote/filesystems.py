@@ -61,7 +61,7 @@ def from_uri(text: str) -> tuple[pafs.FileSystem, str]:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as error:
         scheme = text.split("://", 1)[0]
         try:
-            import fsspec  # type: ignore[import-untyped,unused-ignore]
+            import fsspec  # type: ignore[import-untyped,import-not-found,unused-ignore]
         except ImportError:
             raise ArgumentValueError(
                 f"pyarrow cannot open {text!r} ({error}), and fsspec, which knows more schemes, is not "

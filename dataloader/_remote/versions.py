@@ -13,6 +13,7 @@ dropped first: a cached answer would show the file as it was.
 from __future__ import annotations
 
 import datetime
+import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -48,7 +49,8 @@ def file_versions(filesystem: pafs.FileSystem, paths: Sequence[str]) -> list[Fil
     fs = fsspec_behind(inner)
     if fs is None:
         return [_from_file_info(info) for info in filesystem.get_file_info(list(paths))]
-    return [call_with_retries(lambda p=path: _fsspec_version(fs, p), f"the information of {path!r}", policy) for path in paths]
+    return [call_with_retries(functools.partial(_fsspec_version, fs, path), f"the information of {path!r}", policy)
+            for path in paths]
 
 
 def drop_listing(filesystem: pafs.FileSystem, path: str) -> None:
@@ -102,7 +104,8 @@ def _nanoseconds(value: Any) -> int | None:
             if value.tzinfo is None:
                 value = value.replace(tzinfo=datetime.timezone.utc)
             epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-            return (value - epoch) // datetime.timedelta(microseconds=1) * 1000
-        return int(round(float(value) * 1e9))
+            microseconds: int = (value - epoch) // datetime.timedelta(microseconds=1)
+            return microseconds * 1000
+        return round(float(value) * 1e9)
     except (TypeError, ValueError, OverflowError):
         return None
