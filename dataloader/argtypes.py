@@ -135,7 +135,7 @@ def uncreatable(folder: str) -> str | None:
     existing one: that asks the filesystem itself (``os.access`` says yes to root everywhere,
     ``/proc`` and ``/sys`` included, and a write there fails only later).
     """
-    existing, missing = folder, []
+    existing, missing = os.path.abspath(folder), []  # relative: dirname() ends at "", never a folder
     while not os.path.exists(existing):
         missing.append(existing)
         existing = os.path.dirname(existing)

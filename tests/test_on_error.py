@@ -691,8 +691,8 @@ _FILL_THE_DISK = """
 import sys
 sys.path.insert(0, {root!r})
 from tests.test_on_error import BAD, GOOD, Flaky, collect, flat, loader
-log = "/mnt/full/bad.jsonl"
-with open("/mnt/full/filler", "wb") as filler:  # leave less room than the log needs
+log = {folder!r} + "/bad.jsonl"
+with open({folder!r} + "/filler", "wb") as filler:  # leave less room than the log needs
     filler.write(b"x" * (64 * 1024 - 512))
 logging = loader(dataset=Flaky(length=400, raising=range(1, 400, 2), none=()), transform=None,
                  max_errors=1.0, error_log=log)
@@ -703,7 +703,9 @@ print(len(good), logging.stats().failed_samples)
 
 def test_an_error_log_that_fills_a_tmpfs_mid_epoch_does_not_end_it(tmp_path):
     """A device that fills while the log is written (a 64 KiB tmpfs in a private mount
-    namespace): the epoch ends normally, every failure is counted, one warning is logged."""
+    namespace, over a folder of tmp_path): the epoch ends normally, every failure is counted, one
+    warning is logged."""
+    import shlex
     import shutil
     import subprocess
     import sys
@@ -711,10 +713,11 @@ def test_an_error_log_that_fills_a_tmpfs_mid_epoch_does_not_end_it(tmp_path):
     if shutil.which("unshare") is None:
         pytest.skip("unshare is not installed")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = tmp_path / "fill.py"
-    script.write_text(_FILL_THE_DISK.format(root=root))
-    command = (f"mkdir -p /mnt/full && mount -t tmpfs -o size=64k tmpfs /mnt/full && "
-               f"exec {sys.executable} {script}")
+    folder, script = tmp_path / "full", tmp_path / "fill.py"
+    folder.mkdir()  # not /mnt: the mount leaves with its namespace, a folder made outside it stays
+    script.write_text(_FILL_THE_DISK.format(root=root, folder=str(folder)))
+    command = (f"mount -t tmpfs -o size=64k tmpfs {shlex.quote(str(folder))} && "
+               f"exec {shlex.quote(sys.executable)} {shlex.quote(str(script))}")
     done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
                           capture_output=True, text=True, timeout=120)
     if done.returncode != 0 and ("Operation not permitted" in done.stderr or "permission denied" in done.stderr.lower()):

@@ -99,8 +99,6 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
     except (DataLoaderError, OSError) as error:
         print(f"python -m dataloader doctor: error: {error}", file=sys.stderr)
         return 2
-    trouble = _LogTrouble()
-    logging.getLogger("dataloader").addFilter(trouble)
     total = len(dataset)
     print(f"scanning {description}: {total:,} samples, batches of {batch_size}, {workers} worker(s)")
     loader = DataLoader(
@@ -115,6 +113,8 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
     )
     bar = _progress_bar(total)
     good, stopped = 0, None
+    trouble = _LogTrouble()
+    logging.getLogger("dataloader").addFilter(trouble)  # removed in the finally below
     try:
         try:
             with iter(loader) as batches:
@@ -134,7 +134,7 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
         logging.getLogger("dataloader").removeFilter(trouble)
         if bar is not None:
             bar.close()
-    _print_failures(stats.failures, stats.failed_samples, log)
+    _print_failures(stats.failures, stats.failed_samples, None if trouble.failed else log)
     where = _where_logged(log, stats.failed_samples, trouble)
     if stopped is not None:
         print(
@@ -149,8 +149,9 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
 
 
 def _check_log(log: str | None, given: str | None) -> None:
-    """Refuse a log that cannot be written before the scan, not after it (``--error-log`` was
-    tried as it was read; ``DATALOADER_ERROR_LOG`` is tried here)."""
+    """Refuse a log that cannot be written before the scan, not after it: ``DATALOADER_ERROR_LOG``,
+    which nothing tried before, or ``given`` (``--error-log``, tried as it was read; again here for
+    other callers of :func:`scan`)."""
     problem = None if log is None else unwritable(log, make_folders=True)
     if problem is not None:
         named = "--error-log" if given else "DATALOADER_ERROR_LOG"

@@ -110,3 +110,14 @@ def test_a_writable_output_is_left_as_it_was(tmp_path):
     old.write_text("kept")
     assert unwritable(str(new)) is None and not new.exists()  # tried, and removed again
     assert unwritable(str(old)) is None and old.read_text() == "kept"
+
+
+@pytest.mark.timeout(30)
+def test_a_relative_folder_is_judged_from_the_current_directory(tmp_path, monkeypatch):
+    """``uncreatable`` walked up a relative path with dirname() to "", which never exists: a loop."""
+    from dataloader.argtypes import uncreatable
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("x")
+    assert uncreatable("new/inner") is None and not (tmp_path / "new").exists()  # tried, and removed again
+    assert uncreatable("a-file/inner") == f"{str(tmp_path / 'a-file')!r} is not a directory"

@@ -190,3 +190,18 @@ def test_a_log_that_could_not_be_written_is_not_claimed(tmp_path, caplog, capsys
     assert "each is a JSON line" not in out
     assert "1 of 4 samples failed; the error log /dev/full could not be written (see the warning above)" in out
     assert "the error log '/dev/full' cannot be written (ENOSPC" in caplog.text
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here (every write to it: ENOSPC)")
+def test_past_the_listed_failures_a_log_that_could_not_be_written_is_not_claimed(tmp_path, monkeypatch, capsys):
+    from dataloader import _failure_book
+
+    monkeypatch.setattr(_failure_book, "KEPT", 1)  # stats() keeps the first record only
+    monkeypatch.setattr(scan, "_LISTED", 1)
+    root = image_folder(tmp_path / "images", count=4)
+    for name in ("01.jpg", "03.png"):
+        (root / "cat" / name).write_text("not an image")
+    assert scan.scan(str(root), 0, 64, "/dev/full") == 1
+    out = capsys.readouterr().out
+    assert "... and 1 more (the first 1 are listed; --error-log PATH writes every one)" in out
+    assert "the error log has every one" not in out
