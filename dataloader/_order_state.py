@@ -42,6 +42,7 @@ def check_order(owner: str, noun: str, saved: Any, mine: Mapping[str, Any], why:
     if differing is None:
         return
     field, theirs, value = differing
+    field = field or "order"  # a saved order that is not a dict differs as a whole
     reason = why.get(field.partition(".")[0], "it decides which items come in which order")
     raise ArgumentValueError(
         f"{owner}.load_state_dict: the state was saved by a {noun} with {field}={theirs!r}; this "

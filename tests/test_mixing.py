@@ -355,6 +355,8 @@ def test_bad_states_are_refused(data):
         mix.load_state_dict({"epoch": 0, "draws": 0, "sources": {"z": {}}, "order": order})
     with pytest.raises(ArgumentValueError, match="the state of source 'a' must hold"):
         mix.load_state_dict({"epoch": 0, "draws": 0, "sources": {"a": {"epoch": 0}}, "order": order})
+    with pytest.raises(ArgumentValueError, match=r"saved by a mix with order='junk'; this mix has order=\{"):
+        mix.load_state_dict({"epoch": 0, "draws": 0, "sources": {}, "order": "junk"})  # names the field
 
     class Live(Plain):
         resume_refused = "a live feed has no position to go back to."

@@ -158,6 +158,13 @@ class ShardCache:
                     offset = 0
                     while offset < total:
                         chunk = source.read_at(min(CHUNK, total - offset), offset)
+                        if not chunk:  # would loop for ever: the file ended before its size
+                            raise SourceChangedError(
+                                f"{path!r} ended at byte {offset} while being cached, though it was "
+                                f"{total} bytes when opened: it was cut or replaced meanwhile. Build "
+                                "the reader again to read the file as it is now.",
+                                path,
+                            )
                         with self._on_disk(path, "write the copy"):
                             target.write(chunk)
                         crc = zlib.crc32(chunk, crc)

@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 
 from .filesystems import is_fsspec
 from .retry import RetryPolicy, call_with_retries
-from .retrying_fs import RetryingHandler
+from .retrying_fs import policy_of, unwrapped
 
 # Keys of an fsspec info() that carry a modification time, and a version of the object, by store.
 _TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created")
@@ -42,13 +42,10 @@ GONE = FileVersion(None, None)
 
 def file_versions(filesystem: pafs.FileSystem, paths: Sequence[str]) -> list[FileVersion]:
     """The version of each of ``paths`` on ``filesystem`` (a pyarrow one, maybe retrying)."""
-    policy = RetryPolicy(retries=0)
-    inner = filesystem
-    if isinstance(filesystem, pafs.PyFileSystem) and isinstance(filesystem.handler, RetryingHandler):
-        policy, inner = filesystem.handler.policy, filesystem.handler.inner
-    fs = fsspec_behind(inner)
+    fs = fsspec_behind(unwrapped(filesystem))
     if fs is None:
         return [_from_file_info(info) for info in filesystem.get_file_info(list(paths))]
+    policy = policy_of(filesystem) or RetryPolicy(retries=0)
     return [call_with_retries(functools.partial(_fsspec_version, fs, path), f"the information of {path!r}", policy)
             for path in paths]
 
@@ -56,9 +53,7 @@ def file_versions(filesystem: pafs.FileSystem, paths: Sequence[str]) -> list[Fil
 def drop_listing(filesystem: pafs.FileSystem, path: str) -> None:
     """Forget what an fsspec filesystem (s3fs, gcsfs: listings cached for the process's life by
     default) has cached about ``path`` and below, so that a reader built now lists it as it is."""
-    if isinstance(filesystem, pafs.PyFileSystem) and isinstance(filesystem.handler, RetryingHandler):
-        filesystem = filesystem.handler.inner
-    fs = fsspec_behind(filesystem)
+    fs = fsspec_behind(unwrapped(filesystem))
     if fs is not None:
         fs.invalidate_cache(path)
 

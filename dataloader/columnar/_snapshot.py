@@ -49,8 +49,9 @@ class Stamp:
     mtime_ns: int | None
     identity: tuple[int, int] | None = None
     tag: str | None = None
-    # Made with the stamps of a reader whose store gives neither a time nor a tag: the cache
-    # keeps such a copy for that reader (and its workers) only. Not part of the comparison.
+    # One per reader's remote stamps, read only where the store gives neither a time nor a tag
+    # (``empty``): the cache keeps such a copy for that reader (and its workers) only. Not part
+    # of the comparison.
     token: str | None = field(default=None, compare=False)
 
     @property
@@ -74,8 +75,9 @@ def take_stamps(filesystem: pafs.FileSystem, paths: Sequence[str], kind: str | N
         return [_local_stamp(path) for path in paths]
     token = uuid.uuid4().hex
     stamps = [_stamp(version, token) for version in file_versions(filesystem, paths)]
-    if kind is not None and any(stamp.empty for stamp in stamps):
-        _warn_unstamped(filesystem, paths[[stamp.empty for stamp in stamps].index(True)], kind)
+    unstamped = next((path for path, stamp in zip(paths, stamps) if stamp.empty), None)
+    if kind is not None and unstamped is not None:
+        _warn_unstamped(filesystem, unstamped, kind)
     return stamps
 
 
@@ -234,8 +236,7 @@ def read_error(
 def _stamp(version: FileVersion, token: str) -> Stamp:
     if version == GONE:
         return _GONE
-    stamp = Stamp(version.size, version.mtime_ns, None, version.tag)
-    return Stamp(stamp.size, stamp.mtime_ns, None, stamp.tag, token) if stamp.empty else stamp
+    return Stamp(version.size, version.mtime_ns, None, version.tag, token)
 
 
 def _local_stamp(path: str) -> Stamp:

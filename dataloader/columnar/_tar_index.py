@@ -265,7 +265,7 @@ def read_sidecar(filesystem: pafs.FileSystem, path: str, size: int | None) -> Ta
     stays so, None (the shard is scanned)."""
     try:
         return parsing(lambda: _sidecar(filesystem, path, size), filesystem, f"the index of {path!r}")
-    except (FileNotFoundError, OSError, TarBytesError):  # a RemoteReadError too: the scan tells
+    except (OSError, TarBytesError):  # a missing sidecar; a RemoteReadError too: the scan tells
         return None
 
 

@@ -232,3 +232,42 @@ def test_a_full_cache_disk_is_a_cache_error_naming_the_folder(s3_server, bucket,
     assert done.stdout.startswith(f"CacheError {cache} "), done.stdout + done.stderr
     assert "is full" in done.stdout and "cache_limit=" in done.stdout and "remote file is fine" in done.stdout
     assert not os.listdir(cache)  # the namespace's tmpfs is gone with it; nothing was left here
+
+
+def test_a_file_that_ends_before_its_size_while_cached_is_an_error_not_a_hang(tmp_path):
+    """A file whose reads run dry before the size it had when opened (cut or replaced mid-fetch):
+    the fetch stops with SourceChangedError rather than asking for the same bytes for ever."""
+    import io
+
+    import pyarrow.fs as pafs
+
+    from dataloader._remote import ShardCache
+
+    class _Cut(io.RawIOBase):  # says 10 bytes at open, holds 3: what a file cut mid-fetch reads as
+        pos = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def seekable(self) -> bool:
+            return True
+
+        def seek(self, offset: int, whence: int = 0) -> int:
+            self.pos = {0: offset, 1: self.pos + offset, 2: 10 + offset}[whence]
+            return self.pos
+
+        def readinto(self, buffer) -> int:
+            data = b"abc"[self.pos : self.pos + len(buffer)]
+            buffer[: len(data)] = data
+            self.pos += len(data)
+            return len(data)
+
+    class _Handler(pafs.FSSpecHandler):
+        def open_input_file(self, path: str):
+            return pa.PythonFile(_Cut(), mode="r")
+
+    cache = ShardCache(tmp_path / "cache")
+    filesystem = pafs.PyFileSystem(_Handler(MemoryFileSystem()))
+    with pytest.raises(SourceChangedError, match="ended at byte 3 while being cached, though it was 10 bytes"):
+        cache.fetch(filesystem, "/bucket/a.parquet", 10, [1, None])
+    assert not [name for name in os.listdir(cache.directory) if ".part-" in name]  # no partial copy left
