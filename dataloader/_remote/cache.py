@@ -129,10 +129,10 @@ class ShardCache:
             status = os.stat(local)
         except FileNotFoundError:
             return None
-        if status.st_size != record["size"] or status.st_mtime_ns != record["mtime_ns"]:
+        if status.st_size != record.get("size") or status.st_mtime_ns != record.get("mtime_ns"):
             return None  # truncated, rewritten or replaced since it was fetched
         if _verified.get(local) != (status.st_ino, status.st_mtime_ns):
-            if _crc32(local) != record["crc32"]:
+            if _crc32(local) != record.get("crc32"):
                 return None  # corrupt on disk
             _verified[local] = (status.st_ino, status.st_mtime_ns)
         with contextlib.suppress(OSError):

@@ -7,7 +7,6 @@ them into rows or batches (:mod:`._batching`).
 
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
@@ -15,7 +14,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from .._digest import digest
-from .._order_state import check_order, order_of
+from .._order_state import check_order, fresh, order_of
 from .._remote import RETRIES, access_from
 from .._validate import check_bool, check_choice, check_non_negative_int, check_optional_seed, check_positive_int
 from ..dataset import Collated, StreamDataset
@@ -219,7 +218,7 @@ class ColumnarStream(StreamDataset):
         made once; a fresh copy each time."""
         if self._order_fields is None:
             self._order_fields = order_of(self.order_fingerprint())
-        return copy.deepcopy(self._order_fields)
+        return fresh(self._order_fields)
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self._epoch

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterator
 
-from .._order_state import order_of
+from .._order_state import fresh, order_of
 from .._validate import check_choice, check_non_negative_int, check_optional_seed
 from ..dataset import StreamDataset
 from ..errors import ArgumentValueError
@@ -172,7 +171,7 @@ class MixedStream(StreamDataset):
         each source's as a short digest, as a state travels with every batch). A fresh copy each time."""
         if self._order_fields is None:
             self._order_fields = order_of(self.order_fingerprint())
-        return copy.deepcopy(self._order_fields)
+        return fresh(self._order_fields)
 
     def _shard(self) -> Shard:
         info = get_worker_info()

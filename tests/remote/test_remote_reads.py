@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import json
 import os
 
 import numpy as np
@@ -174,6 +175,25 @@ def test_a_truncated_cached_copy_is_fetched_again(dataset, s3_proxy, tmp_path):
     fetched = {key for (method, key) in s3_proxy.requests if method == "GET"}
     assert any(key.endswith("part-3.parquet") for key in fetched)
     assert not any(key.endswith("part-0.parquet") for key in fetched)  # the whole copies were kept
+
+
+def test_a_copy_whose_record_lacks_a_field_is_fetched_again(dataset, s3_proxy, tmp_path):
+    """A record that is valid JSON of the current version but misses a field (edited by hand,
+    written by a tool) makes its copy stale, not a raw KeyError."""
+    local, remote = dataset
+    cache = str(tmp_path / "cache")
+    stream = ParquetStream(remote, filesystem=pyarrow_s3(s3_proxy.endpoint), batch_size=100, cache_dir=cache)
+    expected = _ids(stream)
+    [record] = [os.path.join(cache, n) for n in os.listdir(cache) if n.endswith("part-2.parquet.json")]
+    with open(record) as file:
+        fields = json.load(file)
+    del fields["crc32"], fields["size"]
+    with open(record, "w") as file:
+        json.dump(fields, file)
+    s3_proxy.reset_counters()
+    assert _ids(stream) == expected
+    fetched = {key for (method, key) in s3_proxy.requests if method == "GET"}
+    assert any(key.endswith("part-2.parquet") for key in fetched)
 
 
 def test_a_copy_corrupted_in_place_is_fetched_again(dataset, s3_proxy, tmp_path):
