@@ -39,12 +39,11 @@ def install_batch_rng(rng: np.random.Generator | int | None) -> Any:
 @contextmanager
 def using_batch_rng(rng: np.random.Generator | int) -> Iterator[None]:
     """Make ``rng`` (or a generator seeded with it) this thread's batch generator in the block."""
-    previous = getattr(_state, "rng", None)
-    _state.rng = rng
+    previous = install_batch_rng(rng)
     try:
         yield
     finally:
-        _state.rng = previous
+        install_batch_rng(previous)
 
 
 def current_worker_info() -> Any:

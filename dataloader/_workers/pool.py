@@ -33,7 +33,7 @@ from ..errors import ArgumentTypeError, SharedMemoryError, WorkerDiedError
 from ..memory import describe_oom, describe_shm
 from .._transport.receiver import Receiver
 from .descriptors import START_PEAK, descriptors_for, ensure_free
-from .exits import end_process, wait_for_exit
+from .exits import end_process, ready_within, wait_for_exit
 from .fork_safety import watch
 from .handle import EXIT_GRACE, STOP_GRACE, Handle
 from .loop import PickledBoot, WorkerBoot, run_worker
@@ -286,8 +286,7 @@ class WorkerPool:
         while True:
             remaining = deadline - time.monotonic()
             # After the first bytes, a short quiet spell means the dump is complete.
-            ready, _, _ = select.select([fd], [], [], min(remaining, 0.1) if chunks else remaining)
-            if not ready:
+            if not ready_within(fd, select.POLLIN, min(remaining, 0.1) if chunks else remaining):
                 break
             try:
                 data = os.read(fd, 65536)
@@ -375,7 +374,7 @@ def _flush_within(conn: Wire, seconds: float) -> None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return
-        select.select([], [conn.fileno()], [], remaining)
+        ready_within(conn.fileno(), select.POLLOUT, remaining)
 
 
 def _named(error: BaseException) -> str:

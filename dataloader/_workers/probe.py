@@ -125,10 +125,9 @@ def _probe(context: Any, boot: WorkerBoot, task: BatchTask, timeout: float | Non
     finally:
         reader.close()
         alive_out.close()
-        if process.exitcode is None:
-            process.kill()
-            process.join()
-        process.close()
+        end_process(process, 0.0)  # if an error cut the wait above short: killed, waited for within a bound
+        if process.exitcode is not None:
+            process.close()  # else asleep in the kernel even after SIGKILL: multiprocessing reaps it later
     if finished or last is None:
         return None
     if killed:  # by end_process: a culprit only if it had hung up first

@@ -19,6 +19,8 @@ import select
 import threading
 from typing import Any
 
+from .exits import ready_within
+
 
 class GuardedFd:
     """A descriptor that is closed once, and never while a call on it is under way."""
@@ -106,7 +108,7 @@ class Channel:
         if fd is None:
             return True
         try:
-            return bool(select.select([fd], [], [], timeout)[0])
+            return ready_within(fd, select.POLLIN, timeout)
         finally:
             self._read.leave()
 

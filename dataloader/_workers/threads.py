@@ -218,7 +218,7 @@ class ThreadWorkerPool:
         self.receiver.close()
 
 
-def _run_thread_worker(boot: WorkerBoot, conn: _End, shared: _Shared) -> None:
+def _run_thread_worker(boot: WorkerBoot, conn: End, shared: _Shared) -> None:
     worker = WorkerLoop(boot, conn, local=True)
     try:
         worker.start()
