@@ -29,14 +29,18 @@ def order_of(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def fresh(order: Any) -> Any:
+def fresh(order: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``order`` (JSON-like: dicts, lists, scalars) for a state to carry: it is made
     per batch, and ``copy.deepcopy`` costs three times as much for its memo."""
-    if isinstance(order, dict):
-        return {key: fresh(value) for key, value in order.items()}
-    if isinstance(order, list):
-        return [fresh(value) for value in order]
-    return order
+    return {key: _copied(value) for key, value in order.items()}
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value
 
 
 def _short(value: Any) -> Any:
