@@ -11,6 +11,7 @@ names the object, the attempts and the last cause.
 from __future__ import annotations
 
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
@@ -26,6 +27,10 @@ _REFUSED = (
     "SignatureDoesNotMatch", "NoSuchBucket", "NO_SUCH_BUCKET", "NoSuchKey", "NO_SUCH_KEY", "(404)",
     "response code: 404", "Not Found", "InvalidBucketName",
 )
+
+# A missing object, told by its status or the store's own words: not by a bare "404", which
+# a bucket or key name may hold ("test-25407070ba8a4047b469" made a 403 read as missing).
+_MISSING = re.compile(r"\(404\)|(?:response code|HTTP status|status code)\W*404\b|NoSuch|NO_SUCH|RESOURCE_NOT_FOUND|Not Found")
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ def remote_error(error: BaseException, what: str, attempts: int, seconds: float,
             f"{cause}. The store or the network kept failing: check the endpoint and the connection, or "
             "allow more attempts with retries=N (each waits twice as long as the one before)."
         )
-    elif isinstance(error, FileNotFoundError) or any(w in str(error) for w in ("404", "NoSuch", "NO_SUCH", "Not Found")):
+    elif isinstance(error, FileNotFoundError) or _MISSING.search(str(error)):
         message = (
             f"cannot read {what}: the store has no such object ({cause}). It was deleted or moved, or "
             "the URI or bucket is misspelled; not retried, as waiting will not bring it back."

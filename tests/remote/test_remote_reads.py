@@ -9,8 +9,8 @@ what repeats a failed request here is the library's.
 from __future__ import annotations
 
 import collections
-import multiprocessing
 import json
+import multiprocessing
 import os
 
 import numpy as np
@@ -25,6 +25,7 @@ from dataloader import (
     ArrowDataset, DataFileError, DataLoader, ParquetDataset, ParquetStream, RemoteReadError, SequentialSampler,
     SourceChangedError, StreamSampler,
 )
+from dataloader._remote.retry import remote_error
 from tests.harness import as_worker
 from tests.remote.s3 import pyarrow_s3, put_object, s3fs_filesystem, upload_tree
 
@@ -108,6 +109,20 @@ def test_a_store_that_keeps_failing_ends_in_an_error_naming_the_object_and_the_a
     assert "part-0.parquet" in str(error) and "3 attempts" in str(error) and "retries=" in str(error)
     # pyarrow reports the 503 as SLOW_DOWN or SERVICE_UNAVAILABLE, by what its buffer held.
     assert any(word in error.cause for word in ("503", "SlowDown", "SLOW_DOWN", "SERVICE_UNAVAILABLE"))
+
+
+@pytest.mark.parametrize("text, words", [
+    ("When getting information for key 'data/x.parquet' in bucket 'test-25407070ba8a4047b469': AWS Error "
+     "ACCESS_DENIED during HeadObject operation: No response body.", "refused the request"),
+    ("An error occurred (403) when calling the HeadObject operation: Forbidden (bucket run-404)", "refused the request"),
+    ("An error occurred (404) when calling the HeadObject operation: Not Found", "no such object"),
+    ("AWS Error NO_SUCH_KEY during GetObject operation: The specified key does not exist.", "no such object"),
+    ("AWS Error RESOURCE_NOT_FOUND (HTTP status 404) during HeadObject operation", "no such object"),
+])
+def test_a_refusal_is_told_from_a_missing_object_by_its_status_not_by_a_name_holding_404(text, words):
+    """A bucket named test-25407070ba8a4047b469 holds "404": its 403 read as a missing object."""
+    error = remote_error(OSError(text), "the information of 'x'", 1, 0.0, transient=False)
+    assert words in str(error)
 
 
 @pytest.mark.parametrize("status, words", [(404, "no such object"), (403, "credentials")])
