@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING
 
 from .buffer import ThreadBuffer, buffer_iterator
+from .bucket_sampler import BucketSampler
 from .callable_source import CallableSource
 from .collator import Collator
 from .dataset import ArrayDataset, Collated, ConcatDataset, Dataset, StreamDataset, batch_array
@@ -37,6 +38,8 @@ from .hooks import StageEvent, StageHook
 from .image_folder import ImageFolder
 from .loader import DataLoader
 from .mixing import MixedStream
+from .packing import PackStats, PackedStream
+from .pad_collator import PadCollator
 from .sampler import (
     Infinite,
     MapSampler,
@@ -90,6 +93,7 @@ __all__ = [
     "ArrayDataset",
     "ArrowDataset",
     "ArrowStream",
+    "BucketSampler",
     "CacheError",
     "CallableSource",
     "CollateError",
@@ -107,6 +111,9 @@ __all__ = [
     "LoaderTimeoutError",
     "MapSampler",
     "MixedStream",
+    "PackStats",
+    "PackedStream",
+    "PadCollator",
     "ParquetDataset",
     "ParquetStream",
     "RandomSampler",

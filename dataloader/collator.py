@@ -287,21 +287,27 @@ def _collate_arrays(values: Sequence[Any], path: str) -> np.ndarray:
     dtypes = {a.dtype for a in arrays}
     if any(d.hasobject for d in dtypes):
         _unsupported(values, path, next(i for i, a in enumerate(arrays) if a.dtype.hasobject))
-    shapes = {a.shape for a in arrays}
-    if len(shapes) > 1:
+    if len({a.shape for a in arrays}) > 1:
         _ragged(arrays, path)
-    dtype = _promote(dtypes, path)
-    if dtype.kind in "fc" and any(d.kind in "iu" for d in dtypes):
-        _check_exact_arrays(arrays, dtype, path)
-    casting: Literal["same_kind", "unsafe"] = "same_kind"
-    if dtype.kind == "f" and all(d.kind in "iu" for d in dtypes) and arrays[0].size:
-        # Signed with uint64 promotes to float64: keep the integers exact in the type that
-        # holds them all (checked, so the cast from the others' type loses nothing).
-        dtype = _integer_dtype(min(a.min() for a in arrays), max(a.max() for a in arrays), arrays, path)
-        casting = "unsafe"
+    dtype, casting = batch_dtype(arrays, path)
     out = _alloc.empty((len(arrays), *arrays[0].shape), dtype)
     _fill(lambda: np.stack(arrays, out=out, casting=casting), path)
     return out
+
+
+def batch_dtype(arrays: Sequence[np.ndarray], path: str) -> tuple[np.dtype, Literal["same_kind", "unsafe"]]:
+    """The dtype of the batch of ``arrays`` (of any shapes; PadCollator's too) and the casting
+    that fills it: NumPy's promotion, integers kept exact (a CollateError where they cannot be)."""
+    dtypes = {a.dtype for a in arrays}
+    dtype = _promote(dtypes, path)
+    if dtype.kind in "fc" and any(d.kind in "iu" for d in dtypes):
+        _check_exact_arrays(arrays, dtype, path)
+    sized = [a for a in arrays if a.size]
+    if dtype.kind == "f" and all(d.kind in "iu" for d in dtypes) and sized:
+        # Signed with uint64 promotes to float64: keep the integers exact in the type that
+        # holds them all (checked, so the cast from the others' type loses nothing).
+        return _integer_dtype(min(a.min() for a in sized), max(a.max() for a in sized), arrays, path), "unsafe"
+    return dtype, "same_kind"
 
 
 def _collate_numbers(values: Sequence[Any], path: str) -> np.ndarray:
@@ -487,10 +493,16 @@ def _fill(step: Callable[[], Any], path: str) -> Any:
 
 
 def _ragged(arrays: Sequence[np.ndarray], path: str) -> None:
+    shapes = _grouped([a.shape for a in arrays])
+    if len({a.shape[1:] for a in arrays}) == 1 and all(a.ndim for a in arrays):  # PadCollator's case
+        raise CollateError(
+            f"Cannot collate `{path}`: arrays have different shapes: {shapes}. To pad them to the "
+            "longest, pass collator=PadCollator() (dataloader.PadCollator); or resize them to one shape."
+        )
     raise CollateError(
-        f"Cannot collate `{path}`: arrays have different shapes: "
-        f"{_grouped([a.shape for a in arrays])}. Pad or resize them to one shape in the "
-        "dataset/transform, or pass a custom collator."
+        f"Cannot collate `{path}`: arrays have different shapes: {shapes}. They differ in more than "
+        "the first axis (which PadCollator pads): resize them to one shape in the dataset/transform, or "
+        "pass a custom collator."
     )
 
 

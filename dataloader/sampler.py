@@ -378,18 +378,30 @@ def yields_valid_indices(sampler: Any) -> bool:
     takes a plain one's batches as int64 arrays (:meth:`MapSampler.index_arrays`), which it
     does not check for negative indices. A subclass may override ``sample()``: not trusted."""
     inner = sampler.sampler if type(sampler) is Infinite else sampler
-    return type(inner) in (SequentialSampler, RandomSampler, ReplacementSampler)
+    kind = type(inner)
+    # Another module's sampler (BucketSampler) says so in its class's own namespace: a subclass
+    # of it does not inherit the trust.
+    return kind in (SequentialSampler, RandomSampler, ReplacementSampler) or vars(kind).get("_fresh_int_batches") is True
 
 
 def batches_from(sampler: Any, start: int, arrays: bool = False) -> Iterator[Any]:
-    """``iter(sampler)`` from batch ``start`` on: a :class:`MapSampler` never makes the batches
-    before it; another sampler's are made and dropped. ``arrays``: a :class:`MapSampler`'s
-    batches as int64 arrays (:meth:`MapSampler.index_arrays`); other samplers' stay lists."""
+    """``iter(sampler)`` from batch ``start`` on: a :class:`MapSampler` whose ``__iter__`` is
+    ``batch()`` never makes the batches before it (``batch(start)``, its own if it overrides
+    it); another sampler's are made and dropped. ``arrays``: a :class:`MapSampler`'s batches as
+    int64 arrays (:meth:`MapSampler.index_arrays`) where the class that defines its ``batch``
+    defines ``index_arrays`` too; other samplers' stay lists."""
     kind = type(sampler)
-    if isinstance(sampler, MapSampler) and kind.__iter__ is MapSampler.__iter__ and kind.batch is MapSampler.batch:
-        return sampler.index_arrays(start) if arrays else sampler.batch(start)
+    if isinstance(sampler, MapSampler) and kind.__iter__ is MapSampler.__iter__:
+        if arrays and _owner(kind, "batch") is _owner(kind, "index_arrays"):
+            return sampler.index_arrays(start)
+        return sampler.batch(start)
     it = iter(sampler)
     return itertools.islice(it, start, None) if start else it
+
+
+def _owner(kind: type, name: str) -> type | None:
+    """The class in ``kind``'s MRO that defines attribute ``name``."""
+    return next((cls for cls in kind.__mro__ if name in vars(cls)), None)
 
 
 def sampler_state(sampler: Any) -> Any:

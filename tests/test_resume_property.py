@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dataloader import ArgumentValueError, ArrayDataset, DataLoader, ParquetStream, StreamSampler
+from dataloader import ArgumentValueError, ArrayDataset, BucketSampler, DataLoader, PackedStream, ParquetStream, StreamSampler
 
 ROWS = 60
 BATCH = 5
 
 configs = st.fixed_dictionaries({
-    "kind": st.sampled_from(["map", "parquet"]),
+    "kind": st.sampled_from(["map", "parquet", "bucket", "packed"]),
     "seed": st.sampled_from([None, 0, 1]),
     "shuffle": st.booleans(),
     "buffer": st.sampled_from([0, 7]),
@@ -69,18 +69,41 @@ def _build(config: dict, folders: dict[int, Path], workers: int | None = None) -
         extra = {"seed": config["seed"]} if config["shuffle"] else {}
         sampler = kind(dataset, batch_size=BATCH, world_size=world_size, rank=rank, **extra)
         return DataLoader(dataset, sampler, transform=_noisy, num_workers=workers, seed=config["seed"])
+    if config["kind"] == "bucket":  # batches of varying size under a token budget
+        dataset = ArrayDataset(np.arange(ROWS))
+        lengths = np.arange(ROWS) * 7 % 23 + 1
+        sampler = BucketSampler(
+            dataset, lengths, max_tokens=40, shuffle=config["shuffle"], seed=config["seed"],
+            world_size=world_size, rank=rank,
+        )
+        return DataLoader(dataset, sampler, transform=_noisy, num_workers=workers, seed=config["seed"])
     stream = ParquetStream(
         folders[config["files"]], shuffle=config["shuffle"], seed=config["seed"] or 0,
         shuffle_buffer=config["buffer"], world_size=world_size, rank=rank,
     )
     parallel = config["parallel"] and config["workers"] != 0  # then every loader of it has workers
+    if config["kind"] == "packed":  # rows of 6 tokens packed from samples of 0 .. 8 tokens
+        method = "best_fit" if config["shuffle"] else "concat"  # "shuffle" changes both: either is named
+        packed = PackedStream(stream, 6, method=method, buffer_size=PACK_BUFFERS[config["buffer"]], seed=config["seed"],
+                              transform=_tokens, world_size=world_size, rank=rank)
+        return DataLoader(packed, StreamSampler(batch_size=2), num_workers=workers, parallel_stream=parallel)
     return DataLoader(
         stream, StreamSampler(batch_size=BATCH), transform=lambda row: row["id"], num_workers=workers,
         parallel_stream=parallel, seed=config["seed"],
     )
 
 
+PACK_BUFFERS = {0: 1, 7: 3, 3: 2}  # the packer's buffer_size for each config["buffer"]
+
+
+def _tokens(row: dict) -> np.ndarray:
+    """Row ``i`` as a sample of ``i % 9`` tokens ``100 i, 100 i + 1, ...``."""
+    return 100 * row["id"] + np.arange(row["id"] % 9)
+
+
 def _values(batch) -> list:
+    if isinstance(batch, dict):  # packed rows
+        return [np.asarray(batch[key]).tolist() for key in sorted(batch)]
     return np.asarray(batch).tolist()
 
 
@@ -114,9 +137,9 @@ def test_an_equivalent_loader_resumes_exactly(folders, config, cut, how, other_w
     head, state = _saved(loader, cut, how)
     state = json.loads(json.dumps(state))
     # A stream read by each worker resumes only with as many workers; anything else may differ.
-    parallel = config["kind"] == "parquet" and config["parallel"] and config["workers"] != 0
+    parallel = config["kind"] in ("parquet", "packed") and config["parallel"] and config["workers"] != 0
     resumed = _build(config, folders, workers=config["workers"] if parallel else other_workers)
-    if config["seed"] is None and config["kind"] == "map":
+    if config["seed"] is None and config["kind"] in ("map", "bucket"):
         assert isinstance(state["base_seed"], int)
     resumed.load_state_dict(state, skip_ahead=parallel)
     rest = [_values(batch) for _ in range(resumed.epoch, 2) for batch in resumed]
@@ -126,9 +149,14 @@ def test_an_equivalent_loader_resumes_exactly(folders, config, cut, how, other_w
 # What a changed setting is named in the refusal, per kind of dataset.
 CHANGES = {
     "map": [("seed", 5, "seed"), ("world", (2, 1), "(world_size|rank)"), ("shuffle", None, "")],
+    "bucket": [("seed", 5, "seed"), ("world", (2, 1), "(world_size|rank)"), ("shuffle", None, "shuffle")],
     "parquet": [
         ("seed", 5, "stream.seed"), ("shuffle", None, "stream.shuffle"), ("buffer", 3, "stream.shuffle_buffer"),
         ("files", None, "stream.files"), ("world", (2, 1), "stream.(world_size|rank)"),
+    ],
+    "packed": [  # the ParquetStream's fingerprint is the packer's "source"
+        ("seed", 5, "stream.(seed|source)"), ("shuffle", None, "stream.(source|method)"), ("buffer", 3, "stream.buffer_size"),
+        ("files", None, "stream.source"), ("world", (2, 1), "stream.(rank|source|world_size)"),
     ],
 }
 

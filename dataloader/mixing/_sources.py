@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .._digest import qualified_name
-from ..dataset import StreamDataset
+from .._shares import block, is_map
 from ..errors import ArgumentTypeError
 
 MAP_ORDER = 0x6D6170  # keeps a map source's permutation apart from the draws of the same seed
@@ -26,21 +26,6 @@ class Shard:
     rank: int
     worker: int
     workers: int
-
-
-def is_map(source: Any) -> bool:
-    """True for a map dataset (``__getitem__`` and ``__len__``, not a stream), False for a stream."""
-    if isinstance(source, StreamDataset):
-        return False
-    return hasattr(source, "__getitem__") and hasattr(source, "__len__")
-
-
-def block(length: int, parts: int, part: int) -> tuple[int, int]:
-    """``[lo, hi)`` of part ``part`` when ``length`` items are cut into ``parts`` contiguous
-    blocks whose sizes differ by at most one (the first ones the larger)."""
-    size, extra = divmod(length, parts)
-    lo = part * size + min(part, extra)
-    return lo, lo + size + (part < extra)
 
 
 class Member:

@@ -13,6 +13,7 @@ import dataloader
 from dataloader import (
     ArrayDataset,
     ArrowDataset,
+    BucketSampler,
     CallableSource,
     Collator,
     ConcatDataset,
@@ -21,6 +22,9 @@ from dataloader import (
     Dataset,
     Infinite,
     LoaderTimeoutError,
+    PackedStream,
+    PackStats,
+    PadCollator,
     ParquetStream,
     RandomSampler,
     ReplacementSampler,
@@ -145,6 +149,29 @@ def images(folder: str) -> None:
     photos = dataloader.ImageFolder(folder)
     for images, categories in DataLoader(photos, batch_size=32, shuffle=True, transform=augment, num_workers=2):
         print(images.shape, categories)
+
+
+def padding(tokens: Dataset) -> None:
+    collator = PadCollator({"input_ids": 0, "labels": -100}, multiple_of=8, fields=["input_ids", "labels"])
+    for batch in DataLoader(tokens, batch_size=16, collator=collator, num_workers=2):
+        print(batch["input_ids"].shape, batch["input_ids_lengths"])
+    print(PadCollator(-1).apply([np.arange(3), np.arange(5)]).shape)
+
+
+def buckets(tokens: Dataset, lengths: list[int]) -> None:
+    sampler = BucketSampler(tokens, lengths, max_tokens=4096, seed=0, world_size=2, rank=0)
+    sampler.set_epoch(1)
+    for batch in DataLoader(tokens, sampler, num_workers=2):
+        print(batch)
+    print(len(sampler), sampler.batch_size, sampler.state_dict()["lengths"])
+
+
+def packing(path: str) -> None:
+    packed = PackedStream(ParquetStream(path), 2048, method="concat", fields=["ids"], seed=1, buffer_size=32)
+    for batch in DataLoader(packed, StreamSampler(batch_size=8), num_workers=2):
+        print(batch["ids"].shape, batch["ids_segment_ids"], batch["ids_positions"])
+    stats: PackStats = packed.stats()
+    print(stats.padding_fraction, stats.rows, packed.state_dict()["window"])
 
 
 def errors() -> None:

@@ -1,0 +1,108 @@
+"""The source a packer reads: what kind it is, opening it at a window's start, and the position
+a state keeps of it (its own ``state_dict()``, else a count of the samples read)."""
+
+from __future__ import annotations
+
+import copy
+import numbers
+from typing import Any, Iterator
+
+from .._digest import qualified_name
+from .._shares import block, is_map
+from ..errors import ArgumentTypeError, ArgumentValueError
+from ..worker import get_worker_info
+
+
+class Source:
+    """A stream (``__iter__`` starts a fresh pass) or a map dataset read in order, one contiguous
+    block of its indices per rank and, in each, one per worker."""
+
+    def __init__(self, source: Any, world_size: int, rank: int) -> None:
+        if isinstance(source, type) or not (is_map(source) or hasattr(source, "__iter__")):
+            raise ArgumentTypeError(
+                "PackedStream: `source` must be a stream (a StreamDataset, or an object with __iter__) "
+                f"or a map dataset (with __getitem__ and __len__); got {_kind(source)}."
+            )
+        if hasattr(source, "__next__"):
+            raise ArgumentTypeError(
+                f"PackedStream: `source` is an iterator ({type(source).__name__}), which can be read only "
+                "once; a PackedStream reads its source again every epoch (and on a resume). Give an "
+                "object whose __iter__ starts a fresh pass (a StreamDataset), or a map dataset."
+            )
+        if getattr(source, "yields_batches", False) is True:
+            raise ArgumentValueError(
+                f"PackedStream: the source {type(source).__name__} yields whole batches (it was built "
+                "with batch_size=...); a packer needs one sample at a time. Build it without "
+                "batch_size (ParquetStream(..., batch_size=None))."
+            )
+        self.source, self.world_size, self.rank = source, world_size, rank
+        self.is_map = is_map(source)
+        self.keeps_state = not self.is_map and all(
+            callable(getattr(source, method, None)) for method in ("state_dict", "load_state_dict")
+        )
+        self._check_world()
+
+    def _check_world(self) -> None:
+        own = (getattr(self.source, "world_size", None), getattr(self.source, "rank", None))
+        if not self.is_map and all(isinstance(v, numbers.Integral) for v in own) and own != (self.world_size, self.rank):
+            raise ArgumentValueError(
+                f"PackedStream: the source is sharded for world_size={own[0]}, rank={own[1]}, but the "
+                f"packer for world_size={self.world_size}, rank={self.rank}. Build both with the same "
+                "world_size and rank."
+            )
+
+    def open(self, epoch: int, position: Any) -> Iterator[Any]:
+        """The samples of ``epoch`` from ``position`` (what :meth:`position` gave; None: the start)."""
+        if self.is_map:
+            return map(self.source.__getitem__, self._indices()[int(position or 0):])
+        set_epoch = getattr(self.source, "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(epoch)
+        if self.keeps_state:
+            if position is not None:
+                self.source.load_state_dict(position)
+            resumed: Iterator[Any] = iter(self.source)
+            return resumed
+        items: Iterator[Any] = iter(self.source)
+        pull = items.__next__  # never iter() again: a stream that is its own iterator may reset
+        for _ in range(int(position or 0)):
+            try:
+                pull()
+            except StopIteration:
+                break
+        return items
+
+    def position(self, read: int) -> Any:
+        """Where the source stands after ``read`` samples of this epoch: its own ``state_dict()``
+        (copied: the source goes on reading), else ``read``."""
+        if self.keeps_state:
+            return copy.deepcopy(self.source.state_dict())
+        return read
+
+    def check_resume(self, position: Any) -> None:
+        """Refuse a position this source cannot go back to (a ``resume_refused`` stream)."""
+        refused = getattr(self.source, "resume_refused", None)
+        if refused and position and not self.keeps_state:
+            raise ArgumentValueError(f"PackedStream: the source cannot resume: {refused}")
+
+    def _indices(self) -> range:
+        lo, hi = block(len(self.source), self.world_size, self.rank)
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        start, stop = block(hi - lo, workers, worker)
+        return range(lo + start, lo + stop)
+
+    def fingerprint(self) -> Any:
+        """What decides the source's samples and their order: its ``order_fingerprint()``, else its
+        class (and a map dataset's length)."""
+        own = getattr(self.source, "order_fingerprint", None)
+        if callable(own):
+            return own()
+        found: dict[str, Any] = {"type": qualified_name(self.source)}
+        if self.is_map:
+            found["length"] = len(self.source)
+        return found
+
+
+def _kind(value: Any) -> str:
+    return f"the class {value.__name__}" if isinstance(value, type) else type(value).__name__
