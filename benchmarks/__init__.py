@@ -21,12 +21,14 @@ Benches (each a module with ``main(argv)``):
 - ``remote``: Parquet and tar streams read from a local S3 server behind injected latency,
   against the local disk and WebDataset's own loader.
 - ``serial_cost``: CPU per batch of the serial path on small samples, against another checkout.
+- ``packing``: ``PackedStream`` against Grain's first-fit and best-fit packers (padding and
+  throughput), and ``BucketSampler``'s padding against random batches.
 
 Their parts: ``config``, ``workloads``, ``small``, ``batches``, ``loaders``, ``measure``,
 ``schedule``, ``summary``, ``tables``, ``machine`` and ``plot`` (the ``compare`` bench);
 ``floor_workers``; ``vision_ops``; ``columnar_contenders`` and ``columnar_data``;
 ``autotune_runs``, ``autotune_measure`` and ``autotune_report``; ``remote_contenders`` and
-``remote_data``; and, shared by all,
+``remote_data``; ``packing_contenders`` and ``packing_data``; and, shared by all,
 ``repetitions`` (rotating order, paired medians), ``output`` (cells, tables, JSON) and
 ``options`` (the command-line options they share).
 """
@@ -43,4 +45,5 @@ BENCHES = {
     "resume": "what tracking the position costs: state_dict() time, rate vs the commit before",
     "remote": "Parquet and tar streams from S3 (local moto, 0/20/50 ms latency) vs local disk and WebDataset",
     "serial_cost": "CPU per batch with num_workers=0 on small samples, this checkout or another (--tree)",
+    "packing": "PackedStream vs Grain's packers (padding, throughput); BucketSampler vs random batches",
 }

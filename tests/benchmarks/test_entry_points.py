@@ -23,7 +23,7 @@ def test_pytest_imports_the_benchmarks_from_this_clone():
 @pytest.mark.parametrize("name,option", [
     ("compare", "--from-json"), ("floor", "--main-us"), ("gpu", "--step-ms"), ("vision", "--tune-malloc"),
     ("columnar", "--rows"), ("raydata", "--cpus"), ("autotune", "--warmup"), ("resume", "--baseline-ref"),
-    ("serial_cost", "--tree"),
+    ("serial_cost", "--tree"), ("packing", "--buffers"),
 ])
 def test_each_bench_shows_its_options_under_its_module_name(name, option):
     done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,

@@ -13,7 +13,7 @@ from dataloader.memory import max_workers
 from tests._cli.test_cli_doc import parser_of
 from tests._cli.test_refusals import _reads
 
-BENCHES = ["compare", "floor", "gpu", "vision", "columnar", "raydata", "autotune", "resume"]
+BENCHES = ["compare", "floor", "gpu", "vision", "columnar", "raydata", "autotune", "resume", "packing"]
 
 
 def _parser(name: str, monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
