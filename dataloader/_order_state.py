@@ -63,3 +63,14 @@ def check_order(owner: str, noun: str, saved: Any, mine: Mapping[str, Any], why:
         f"{noun} has {field}={value!r} ({reason}). Build the {noun} as the one that saved the state, "
         "or start it afresh without load_state_dict()."
     )
+
+
+def check_resume_epoch(owner: str, items: str, saved: int, epoch: int) -> None:
+    """Refuse to start ``iter()`` of ``epoch`` from a loaded state of epoch ``saved`` (``owner``:
+    "MixedStream"; ``items``: what it yields, "items" or "rows")."""
+    if saved != epoch:
+        raise ArgumentValueError(
+            f"{owner}: the state given to load_state_dict() is a position in epoch {saved}, but this "
+            f"iter() reads epoch {epoch}; its {items} would be another epoch's. Call set_epoch() with "
+            "the state's epoch first (a DataLoader does), or load the state as state_dict() returned it."
+        )

@@ -405,3 +405,57 @@ def test_bad_samples_are_collate_errors_naming_the_sample(sample, message):
     with pytest.raises(CollateError, match=message) as caught:
         list(PackedStream(Two(), 16, fields=fields, too_long="raise"))
     assert "sample 1 of the epoch" in str(caught.value)
+
+
+# -- found in review: a pad value the field's dtype cannot hold, object fields a state cannot carry
+
+
+class _Typed(StreamDataset):
+    """Two samples of one field of ``dtype`` (the second longer than the first's row room)."""
+
+    def __init__(self, dtype) -> None:
+        self.dtype = dtype
+
+    def __iter__(self):
+        yield {"ids": np.array([1, 2, 3], dtype=self.dtype)}
+        yield {"ids": np.array([4, 5, 6, 7, 8, 9], dtype=self.dtype)}
+
+
+@pytest.mark.parametrize("dtype,pad", [(np.uint8, -1), (np.int8, 300), (np.int32, 0.5)])
+def test_a_pad_value_the_fields_dtype_cannot_hold_is_an_error_naming_it(dtype, pad):
+    with pytest.raises(ArgumentValueError, match=r"pad_value .* for the field 'ids' does not fit its dtype"):
+        list(PackedStream(_Typed(dtype), 8, pad_value={"ids": pad}))
+
+
+def test_a_pad_value_that_fits_pads_in_the_fields_dtype():
+    rows = list(PackedStream(_Typed(np.uint8), 8, pad_value=255.0, buffer_size=1))
+    assert all(row["ids"].dtype == np.uint8 for row in rows)
+    assert rows[-1]["ids"].tolist() == [1, 2, 3, 255, 255, 255, 255, 255]
+
+
+def test_an_object_field_is_refused_at_its_first_sample():
+    class Words(StreamDataset):
+        def __iter__(self):
+            for number in range(6):
+                yield {"ids": np.array([f"w{k}" for k in range(number + 1)], dtype=object)}
+
+    # A state would carry the objects' addresses, which no resume can read back: refused up front.
+    with pytest.raises(CollateError, match="field 'ids' of sample 0 of the epoch is an object array"):
+        list(PackedStream(Words(), 4, buffer_size=1))
+
+
+def test_a_row_of_tokens_held_back_once_is_not_held_back_again():
+    from dataloader.packing._fit import Placement
+    from dataloader.packing._run import _hold_back
+    from dataloader.packing._window import Window
+
+    # Three samples of 2, 7 and 5 tokens in rows of 8: the first (carried in from the window
+    # before) sits alone in the emptiest row; the next emptiest row holds the third.
+    lengths = np.array([2, 7, 5], dtype=np.int64)
+    placement = Placement(np.array([0, 2, 9]), lengths, np.array([0, 1, 2]), np.zeros(3, dtype=np.int64), 3)
+    columns = {"ids": np.arange(14)}
+    kept, carry = _hold_back(Window(columns, lengths, False, carried=2), placement, 8)
+    assert carry is not None and carry.lengths.tolist() == [5] and carry.columns["ids"].tolist() == [9, 10, 11, 12, 13]
+    assert kept.rows == 2 and kept.row.tolist() == [0, 1] and kept.source.tolist() == [0, 2]
+    kept, carry = _hold_back(Window(columns, lengths, False), placement, 8)  # nothing carried in: the emptiest
+    assert carry is not None and carry.lengths.tolist() == [2] and kept.row.tolist() == [0, 1]

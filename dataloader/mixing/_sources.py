@@ -10,8 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .._digest import qualified_name
-from .._shares import block, is_map
+from .._shares import block, is_map, kind_name, source_fingerprint
 from ..errors import ArgumentTypeError
 
 MAP_ORDER = 0x6D6170  # keeps a map source's permutation apart from the draws of the same seed
@@ -36,7 +35,7 @@ class Member:
         if isinstance(source, type) or not (is_map(source) or hasattr(source, "__iter__")):
             raise ArgumentTypeError(
                 f"MixedStream: source {name!r} must be a stream (a StreamDataset, or an object with "
-                f"__iter__) or a map dataset (with __getitem__ and __len__); got {_kind(source)}."
+                f"__iter__) or a map dataset (with __getitem__ and __len__); got {kind_name(source)}."
             )
         if hasattr(source, "__next__"):
             raise ArgumentTypeError(
@@ -85,14 +84,4 @@ class Member:
     def fingerprint(self) -> Any:
         """What decides this source's order, as plain values: its own ``order_fingerprint()``,
         else its class (and a map dataset's length)."""
-        own = getattr(self.source, "order_fingerprint", None)
-        if callable(own):
-            return own()
-        found: dict[str, Any] = {"type": qualified_name(self.source)}
-        if self.is_map:
-            found["length"] = len(self.source)
-        return found
-
-
-def _kind(value: Any) -> str:
-    return f"the class {value.__name__}" if isinstance(value, type) else type(value).__name__
+        return source_fingerprint(self.source)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from .._order_state import fresh, order_of
+from .._order_state import check_resume_epoch, fresh, order_of
 from .._validate import check_choice, check_non_negative_int, check_optional_seed
 from ..dataset import StreamDataset
-from ..errors import ArgumentValueError
 from ..sampler import resolve_world
 from ..worker import get_worker_info
 from ._checks import agreed_kind, check_world, checked_state, common_batch_size, named, weights_of
@@ -156,13 +155,8 @@ class MixedStream(StreamDataset):
         if epoch is None:
             epoch, self._iterations = self._iterations, self._iterations + 1
         resume, self._resume = self._resume, None
-        if resume is not None and resume["epoch"] != epoch:
-            raise ArgumentValueError(
-                f"MixedStream: the state given to load_state_dict() is a position in epoch "
-                f"{resume['epoch']}, but this iter() reads epoch {epoch}; its items would be "
-                "another epoch's. Call set_epoch() with the state's epoch first (a DataLoader "
-                "does), or load the state as state_dict() returned it."
-            )
+        if resume is not None:
+            check_resume_epoch("MixedStream", "items", resume["epoch"], epoch)
         self._run = Run(self._members, self.stop, epoch, self._shard(), resume)
         return self._run.items()
 

@@ -69,6 +69,25 @@ def _number(name: str, value: Any) -> Any:
     return value
 
 
+def pad_for(name: str, pad: Any, dtype: np.dtype) -> Any:
+    """``pad`` as a value of a numeric field's ``dtype`` (fixed by the first sample), or an error
+    where the dtype cannot hold it (-1 in uint8, 0.5 in int32): NumPy would raise a bare
+    OverflowError mid-epoch, or pad with another value than the one asked for."""
+    if dtype.kind not in "biufc":
+        return pad
+    try:
+        fitted = np.array(pad, dtype=dtype)
+    except (OverflowError, TypeError, ValueError):
+        fitted = None
+    if fitted is None or not (fitted == pad or (pad != pad and fitted != fitted)):  # NaN fits a float
+        raise ArgumentValueError(
+            f"PackedStream: pad_value {pad!r} for the field {name!r} does not fit its dtype {dtype} "
+            "(the first sample with tokens fixed it). Give a pad value that dtype holds "
+            f"(pad_value={{{name!r}: ...}}), or cast the field in a `transform=`."
+        )
+    return fitted[()]
+
+
 def transform_of(transform: Any) -> Callable[[Any], Any] | None:
     """A function of a sample: ``transform`` itself, or a Transform's ``apply``."""
     if transform is None:

@@ -46,7 +46,7 @@ class Fields:
         values = self._values(sample, number)
         arrays = [v if type(v) is np.ndarray and v.ndim else self._array(v, at, number) for at, v in enumerate(values)]
         size = len(arrays[0])
-        if len(arrays) > 1 and any(len(array) != size for array in arrays):
+        if len(arrays) > 1 and [len(array) for array in arrays].count(size) != len(arrays):
             lengths = {name: len(array) for name, array in zip(self.names or (), arrays)}
             raise CollateError(
                 f"PackedStream: the packed fields of sample {number} of the epoch{self.where} differ in "
@@ -56,6 +56,7 @@ class Fields:
         if not size:
             return arrays  # an empty sample: it adds no tokens, and fixes no dtype
         if not self.dtypes:
+            self._check_plain(arrays, number)
             self.dtypes = [array.dtype for array in arrays]
             self.trailing = [array.shape[1:] for array in arrays]
             return arrays
@@ -67,9 +68,10 @@ class Fields:
     def _values(self, sample: Any, number: int) -> list[Any]:
         if type(sample) is np.ndarray and self.names == (BARE,):
             return [sample]
-        if type(sample) is dict and self.names is not None and len(self.names) == 1:
-            try:
-                return [sample[self.names[0]]]  # the common case, without the checks below
+        names = self.names
+        if type(sample) is dict and names is not None:
+            try:  # the common case, without the checks below
+                return [sample[names[0]]] if len(names) == 1 else [sample[name] for name in names]
             except KeyError:
                 pass
         if not isinstance(sample, Mapping):
@@ -103,6 +105,19 @@ class Fields:
                 "fields: name them in `fields=`, and the others are left out of the rows."
             )
         return array
+
+    def _check_plain(self, arrays: list[np.ndarray], number: int) -> None:
+        """No object arrays: a state carries a field's tokens as bytes, and an object array's
+        bytes are addresses, which no resume (in another process) can read back."""
+        for at, array in enumerate(arrays):
+            if array.dtype.hasobject:
+                name = (self.names or (BARE,))[at]
+                raise CollateError(
+                    f"PackedStream: field {name!r} of sample {number} of the epoch{self.where} is an object "
+                    "array, which a state cannot carry (its bytes are addresses). Pack numbers (a "
+                    "tokenizer's ids) or fixed-width strings: convert it in a `transform=` "
+                    "(np.asarray(values, dtype=np.int32), or dtype=str)."
+                )
 
     def _check(self, at: int, array: np.ndarray, number: int) -> None:
         """The same trailing shape as the first sample's, and a dtype that casts to its "same_kind"."""

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ._checks import pad_for
 from ._fields import Fields
 from ._fit import Placement, best_fit_decreasing, concat_cuts, first_fit, pieces
 from ._rows import Rows, build
@@ -54,6 +55,7 @@ class Run:
         self.emitted = 0
         self.counts = Counts(resume.get("stats"))
         self.at_start = self.counts.saved()  # the counts at this window's start
+        self._pads: dict[str, Any] = {}  # each field's pad value in its dtype, once the fields are known
 
     def state(self) -> dict[str, Any]:
         """Where the next row comes from, as plain values (see ``PackedStream.state_dict``)."""
@@ -105,8 +107,15 @@ class Run:
             placement, carry = (placement, None) if window.ended else _hold_back(window, placement, plan.seq_len)
         if not placement.rows:
             return None, carry
-        pads = {name: plan.pads.get(name, 0) if isinstance(plan.pads, dict) else plan.pads for name in window.columns}
-        return build(window.columns, pads, placement, plan.seq_len), carry
+        return build(window.columns, self._fitted(window.columns), placement, plan.seq_len), carry
+
+    def _fitted(self, columns: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Each field's pad value, checked against the field's dtype once (the layout is fixed)."""
+        if len(self._pads) != len(columns):
+            pads = self.plan.pads
+            self._pads = {name: pad_for(name, pads.get(name, 0) if isinstance(pads, dict) else pads, column.dtype)
+                          for name, column in columns.items()}
+        return self._pads
 
     def _order(self, count: int) -> list[int]:
         """The window's rows in creation order, or shuffled by ``(seed, epoch, rank, worker, window)``."""
@@ -122,10 +131,12 @@ def _hold_back(window: Window, placement: Placement, seq_len: int) -> tuple[Plac
     at most ``seq_len`` tokens), where more samples can fill the room it had; the other rows as
     they are. Without this the last rows of every window go out half empty. A full row (a piece
     of ``seq_len``: a long sample's first pieces) is never held back, so a split sample's pieces
-    still come in order."""
+    still come in order, and neither is a row holding tokens held back already: no token waits
+    more than one window."""
     if placement.rows < 2:
         return placement, None
     fill = np.bincount(placement.row, weights=placement.length, minlength=placement.rows)
+    fill[placement.row[placement.source < window.carried]] = seq_len  # held back once already
     emptiest = int(fill.argmin())
     if fill[emptiest] >= seq_len:
         return placement, None

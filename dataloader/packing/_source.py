@@ -7,8 +7,7 @@ import copy
 import numbers
 from typing import Any, Iterator
 
-from .._digest import qualified_name
-from .._shares import block, is_map
+from .._shares import block, is_map, kind_name, source_fingerprint
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ..worker import get_worker_info
 
@@ -21,7 +20,7 @@ class Source:
         if isinstance(source, type) or not (is_map(source) or hasattr(source, "__iter__")):
             raise ArgumentTypeError(
                 "PackedStream: `source` must be a stream (a StreamDataset, or an object with __iter__) "
-                f"or a map dataset (with __getitem__ and __len__); got {_kind(source)}."
+                f"or a map dataset (with __getitem__ and __len__); got {kind_name(source)}."
             )
         if hasattr(source, "__next__"):
             raise ArgumentTypeError(
@@ -95,14 +94,4 @@ class Source:
     def fingerprint(self) -> Any:
         """What decides the source's samples and their order: its ``order_fingerprint()``, else its
         class (and a map dataset's length)."""
-        own = getattr(self.source, "order_fingerprint", None)
-        if callable(own):
-            return own()
-        found: dict[str, Any] = {"type": qualified_name(self.source)}
-        if self.is_map:
-            found["length"] = len(self.source)
-        return found
-
-
-def _kind(value: Any) -> str:
-    return f"the class {value.__name__}" if isinstance(value, type) else type(value).__name__
+        return source_fingerprint(self.source)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from .._digest import qualified_name
-from .._order_state import fresh, order_of
+from .._order_state import check_resume_epoch, fresh, order_of
 from .._validate import check_choice, check_non_negative_int, check_optional_seed, check_positive_int
 from ..dataset import StreamDataset
-from ..errors import ArgumentValueError
 from ..sampler import resolve_world
 from ..worker import get_worker_info
 from ._checks import METHODS, checked_state, fields_of, pads_of, transform_of
@@ -166,13 +165,8 @@ class PackedStream(StreamDataset):
         if epoch is None:
             epoch, self._iterations = self._iterations, self._iterations + 1
         resume, self._resume = self._resume, None
-        if resume is not None and resume["epoch"] != epoch:
-            raise ArgumentValueError(
-                f"PackedStream: the state given to load_state_dict() is a position in epoch "
-                f"{resume['epoch']}, but this iter() reads epoch {epoch}; its rows would be another "
-                "epoch's. Call set_epoch() with the state's epoch first (a DataLoader does), or load "
-                "the state as state_dict() returned it."
-            )
+        if resume is not None:
+            check_resume_epoch("PackedStream", "rows", resume["epoch"], epoch)
         info = get_worker_info()
         worker, where = (0, "") if info is None else (info.id, f" in worker {info.id}")
         self._run = Run(self._plan, epoch, self.rank, worker, where, resume)

@@ -27,6 +27,7 @@ class Window:
     columns: dict[str, np.ndarray]
     lengths: npt.NDArray[np.int64]
     ended: bool  # the source ran out: no window comes after this one
+    carried: int = 0  # how many of the first tokens the window before carried in
 
     @property
     def tokens(self) -> int:
@@ -71,7 +72,7 @@ class Reader:
             lengths.append(len(arrays[0]))
             total += lengths[-1]
         counts.tokens += total
-        return Window(self._columns(parts), np.array(lengths, dtype=np.int64), ended)
+        return Window(self._columns(parts), np.array(lengths, dtype=np.int64), ended, held)
 
     def _arrays(self, sample: Any, number: int) -> list[np.ndarray] | None:
         """The sample's packed fields after the ``too_long`` rule, or None where it gives no tokens."""
