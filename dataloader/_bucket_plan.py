@@ -37,6 +37,11 @@ def lengths_array(lengths: Any, size: int) -> np.ndarray:
             f"`lengths` must have one entry per dataset index: the dataset has {size} and "
             f"`lengths` has {len(arr)}."
         )
+    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+        first = int(np.flatnonzero(arr > np.iinfo(np.int64).max)[0])
+        raise ArgumentValueError(
+            f"`lengths` must fit a 64-bit signed integer; index {first} has length {int(arr[first])}."
+        )
     negative = np.flatnonzero(arr < 0)
     if negative.size:
         first = int(negative[0])

@@ -51,9 +51,10 @@ class PadCollator(Collator):
     there, so a batch's keys do not depend on its lengths; 0-d arrays and numbers are
     collated as by the default collator. Axes past the first must agree between samples; the
     dtype is the default collator's (NumPy's promotion, integers kept exact; an empty list
-    takes the others' dtype). A pad value that does not fit that dtype (-1 in uint8, 0.5 in
-    int32) is a :class:`~dataloader.errors.CollateError` naming the field, as is a field in
-    ``fields`` that is not an array in some sample, and axes that differ past the first.
+    takes the others' dtype, and empty lists alone the pad value's: int64 for an int). A pad
+    value that does not fit that dtype (-1 in uint8, 0.5 in int32) is a
+    :class:`~dataloader.errors.CollateError` naming the field, as is a field in ``fields``
+    that is not an array in some sample, and axes that differ past the first.
     """
 
     def __init__(
@@ -146,7 +147,12 @@ class PadCollator(Collator):
         # An empty list says nothing of the field's dtype or other axes: the other samples decide.
         typed = [i for i, v in enumerate(values) if not (isinstance(v, list) and not v)] or list(range(len(values)))
         _check_trailing(arrays, typed, path)
-        dtype, _ = batch_dtype([arrays[i] for i in typed], path)
+        if all(isinstance(v, list) and not v for v in values):
+            # Only empty lists (NumPy's float64 for them): the pad value's type, int64 for a
+            # token column's int pad, as its batches with tokens have.
+            dtype = np.asarray(pad).dtype
+        else:
+            dtype, _ = batch_dtype([arrays[i] for i in typed], path)
         _check_fits(pad, dtype, path)
         lengths = [len(a) for a in arrays]
         size = -(-max(lengths) // self.multiple_of) * self.multiple_of

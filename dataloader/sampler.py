@@ -8,6 +8,7 @@ it. Each epoch is one NumPy array, turned into lists in large chunks, never elem
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import sys
@@ -387,16 +388,27 @@ def yields_valid_indices(sampler: Any) -> bool:
 def batches_from(sampler: Any, start: int, arrays: bool = False) -> Iterator[Any]:
     """``iter(sampler)`` from batch ``start`` on: a :class:`MapSampler` whose ``__iter__`` is
     ``batch()`` never makes the batches before it (``batch(start)``, its own if it overrides
-    it); another sampler's are made and dropped. ``arrays``: a :class:`MapSampler`'s batches as
-    int64 arrays (:meth:`MapSampler.index_arrays`) where the class that defines its ``batch``
-    defines ``index_arrays`` too; other samplers' stay lists."""
+    it with a ``start`` parameter; an override without one, written before ``batch`` took it,
+    is iterated as before); another sampler's are made and dropped. ``arrays``: a
+    :class:`MapSampler`'s batches as int64 arrays (:meth:`MapSampler.index_arrays`) where the
+    class that defines its ``batch`` defines ``index_arrays`` too; other samplers' stay lists."""
     kind = type(sampler)
-    if isinstance(sampler, MapSampler) and kind.__iter__ is MapSampler.__iter__:
+    if isinstance(sampler, MapSampler) and kind.__iter__ is MapSampler.__iter__ and _takes_start(kind.batch):
         if arrays and _owner(kind, "batch") is _owner(kind, "index_arrays"):
             return sampler.index_arrays(start)
         return sampler.batch(start)
     it = iter(sampler)
     return itertools.islice(it, start, None) if start else it
+
+
+def _takes_start(method: Any) -> bool:
+    """Whether ``method`` (a ``batch`` override) takes a ``start`` argument."""
+    if method is MapSampler.batch:
+        return True
+    try:
+        return "start" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # no signature to read: call it as __iter__ does
+        return False
 
 
 def _owner(kind: type, name: str) -> type | None:

@@ -307,3 +307,34 @@ def test_a_resumed_map_sampler_that_overrides_batch_is_asked_for_its_rest_only()
     sampler = Counting(range(10), batch_size=3, seed=0)
     assert list(batches_from(sampler, 2)) == [[6, 7, 8], [9]]
     assert Counting.starts == [2]
+
+
+def test_a_map_sampler_whose_batch_override_takes_no_start_still_works_and_resumes(no_leaks):
+    # Written before batch() took `start`: the loader must iterate it as before (it crashed
+    # with a TypeError on every epoch), and a resume skips its batches by iterating.
+    from dataloader import MapSampler
+
+    class Reversed(MapSampler):
+        def sample(self):
+            return np.arange(self.num_samples)
+
+        def batch(self):
+            return (b[::-1] for b in super().batch())
+
+    dataset = ArrayDataset(np.arange(10))
+    assert [_ids(b) for b in DataLoader(dataset, Reversed(range(10), batch_size=3, seed=0))] == [
+        [2, 1, 0], [5, 4, 3], [8, 7, 6], [9]
+    ]
+    loader = DataLoader(dataset, Reversed(range(10), batch_size=3, seed=0))
+    it = iter(loader)
+    next(it)
+    state = json.loads(json.dumps(loader.state_dict()))
+    resumed = DataLoader(dataset, Reversed(range(10), batch_size=3, seed=0))
+    resumed.load_state_dict(state)
+    assert [_ids(b) for b in resumed] == [[5, 4, 3], [8, 7, 6], [9]]
+
+
+def test_lengths_past_int64_are_refused_not_wrapped():
+    lengths = np.array([3, 2**63, 5], dtype=np.uint64)
+    with pytest.raises(ArgumentValueError, match="index 1 has length 9223372036854775808"):
+        BucketSampler(list(range(3)), lengths, batch_size=2)

@@ -142,6 +142,8 @@ def test_equal_lengths_give_the_default_batch():
     ([np.array([1], np.int8), np.array([2, 3], np.int32)], np.int32),
     ([[1, 2], [0.5]], np.float64),
     ([[], np.array([1, 2], np.uint8)], np.uint8),  # an empty list takes the others' dtype
+    ([[], []], np.int64),  # empty lists alone: the int pad's int64 (was NumPy's float64 for [])
+    ([[], np.zeros(0, np.int8)], np.int8),  # an empty array has a dtype
     ([np.array([2**63], np.uint64), np.array([-1, 0], np.int64)], None),  # neither int64 nor uint64
     ([np.array([2**62], np.uint64), np.array([-1, 0], np.int64)], np.int64),  # kept exact, not float64
     ([np.array([2**62, 1], np.uint64), np.array([-1, 0], np.int64)], np.int64),  # equal lengths: one concatenate
