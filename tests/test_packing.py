@@ -459,3 +459,10 @@ def test_a_row_of_tokens_held_back_once_is_not_held_back_again():
     assert kept.rows == 2 and kept.row.tolist() == [0, 1] and kept.source.tolist() == [0, 2]
     kept, carry = _hold_back(Window(columns, lengths, False), placement, 8)  # nothing carried in: the emptiest
     assert carry is not None and carry.lengths.tolist() == [2] and kept.row.tolist() == [0, 1]
+
+
+def test_best_fit_keeps_the_held_back_pieces_together_in_its_last_row():
+    # A held-back piece of 3 (first=1), a sample's full piece of 8 and its rest of 2: the rest joins
+    # the held-back row, which comes last so that the rest follows its full piece.
+    row, offset, count = best_fit_decreasing(np.array([3, 8, 2]), 8, first=1)
+    assert count == 2 and row.tolist() == [1, 0, 1] and offset.tolist() == [0, 0, 3]

@@ -60,18 +60,26 @@ def first_fit(lengths: Ints, seq_len: int, follows: npt.NDArray[np.bool_]) -> tu
     return row, offset, made
 
 
-def best_fit_decreasing(lengths: Ints, seq_len: int) -> tuple[Ints, Ints, int]:
+def best_fit_decreasing(lengths: Ints, seq_len: int, first: int = 0) -> tuple[Ints, Ints, int]:
     """Pieces longest first (stable), each into the row with the least room that still holds it
     (the first made among equals), else a new row: a sorted list of (room, row) and a bisection
     per piece. A sample's full pieces come before its rest, so its pieces come in order in the
-    rows. Returns each piece's row and offset, and the row count."""
+    rows. The first ``first`` pieces (those a held-back row brought) go together into one row,
+    before the others and made last, so that a sample's rest placed beside them still comes after
+    its full pieces. Returns each piece's row and offset, and the row count."""
     count = len(lengths)
     row = np.empty(count, dtype=np.int64)
     offset = np.empty(count, dtype=np.int64)
     rooms: list[tuple[int, int]] = []  # (room, row) of the rows not full, sorted
     made = 0
-    order = np.argsort(-lengths, kind="stable")
-    for number, size in zip(order.tolist(), lengths[order].tolist()):
+    if first:  # the pieces a row held back brought: together in row 0, as they were
+        row[:first] = 0
+        offset[:first] = np.cumsum(lengths[:first]) - lengths[:first]
+        made, room = 1, seq_len - int(lengths[:first].sum())
+        if room:
+            rooms.append((room, 0))
+    rest = np.argsort(-lengths[first:], kind="stable") + first
+    for number, size in zip(rest.tolist(), lengths[rest].tolist()):
         at = bisect.bisect_left(rooms, (size, -1))
         if at == len(rooms):
             found, room = made, seq_len
@@ -81,6 +89,8 @@ def best_fit_decreasing(lengths: Ints, seq_len: int) -> tuple[Ints, Ints, int]:
         row[number], offset[number] = found, seq_len - room
         if room > size:
             bisect.insort(rooms, (room - size, found))
+    if first and made > 1:  # the held-back row last: a split sample's rest never precedes its full pieces
+        row = np.where(row == 0, made - 1, row - 1)
     return row, offset, made
 
 

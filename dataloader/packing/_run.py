@@ -102,7 +102,8 @@ class Run:
             if plan.method == "first_fit":
                 row, offset, count = first_fit(length, plan.seq_len, follows)
             else:
-                row, offset, count = best_fit_decreasing(length, plan.seq_len)
+                carried = int(np.count_nonzero(source < window.carried))
+                row, offset, count = best_fit_decreasing(length, plan.seq_len, carried)
             placement = Placement(source, length, row, offset, count)
             placement, carry = (placement, None) if window.ended else _hold_back(window, placement, plan.seq_len)
         if not placement.rows:
