@@ -11,6 +11,8 @@ import hashlib
 import json
 from typing import Any
 
+import numpy as np
+
 
 def canonical(value: Any) -> Any:
     """``value`` as JSON would give it back: keys as JSON writes them, tuples as lists, NumPy
@@ -28,6 +30,12 @@ def digest(value: Any, size: int = 8) -> str:
     """A hex digest of ``value``'s canonical form (``size`` bytes; not a secret, a checksum)."""
     text = json.dumps(canonical(value), sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=size).hexdigest()
+
+
+def digest_array(array: Any, size: int = 8) -> str:
+    """A hex digest of an integer array's values, from its bytes as little-endian int64: a
+    million lengths in about a millisecond, where :func:`digest` would write them as JSON."""
+    return hashlib.blake2b(np.asarray(array).astype("<i8").tobytes(), digest_size=size).hexdigest()
 
 
 def _key(key: Any) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ._digest import qualified_name
 from .dataset import StreamDataset
+from .errors import ArgumentTypeError
 
 
 def is_map(source: Any) -> bool:
@@ -37,6 +38,22 @@ def source_fingerprint(source: Any) -> Any:
     return found
 
 
-def kind_name(value: Any) -> str:
+def _kind_name(value: Any) -> str:
     """How an error names what it got: ``the class X`` for a class, else the type's name."""
     return f"the class {value.__name__}" if isinstance(value, type) else type(value).__name__
+
+
+def check_readable(who: str, source: Any, again: str) -> None:
+    """Refuse a ``source`` that a wrapper (``who``: "MixedStream: source 'web'") cannot read
+    once per epoch: neither a stream nor a map dataset, a class, or an iterator (read once;
+    ``again`` says why the wrapper reads it again)."""
+    if isinstance(source, type) or not (is_map(source) or hasattr(source, "__iter__")):
+        raise ArgumentTypeError(
+            f"{who} must be a stream (a StreamDataset, or an object with __iter__) or a map dataset "
+            f"(with __getitem__ and __len__); got {_kind_name(source)}."
+        )
+    if hasattr(source, "__next__"):
+        raise ArgumentTypeError(
+            f"{who} is an iterator ({type(source).__name__}), which can be read only once; {again}. "
+            "Give an object whose __iter__ starts a fresh pass (a StreamDataset), or a map dataset."
+        )

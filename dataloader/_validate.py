@@ -12,6 +12,8 @@ import sys
 import warnings
 from typing import Any
 
+import numpy as np
+
 from .errors import ArgumentTypeError, ArgumentValueError
 
 
@@ -175,3 +177,29 @@ def warn_argument(message: str, category: type[Warning] = UserWarning) -> None:
     while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "dataloader":
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def fits_dtype(pad: Any, dtype: np.dtype) -> bool:
+    """Whether an array of ``dtype`` holds the number ``pad`` (a float's rounding aside; never a
+    change of kind: a fraction in integers, an overflow to inf, an integer rounded in a float).
+    For the pad values of PadCollator and PackedStream."""
+    if isinstance(pad, (complex, np.complexfloating)):
+        if dtype.kind == "c":
+            return fits_dtype(pad.real, np.dtype(np.float64)) and fits_dtype(pad.imag, np.dtype(np.float64))
+        if pad.imag:
+            return False
+        pad = pad.real
+    if dtype.kind == "b":
+        return bool(pad == 0 or pad == 1)
+    if dtype.kind in "iu":
+        if not float(pad).is_integer() and not isinstance(pad, (int, np.integer)):
+            return False
+        info = np.iinfo(dtype)
+        return bool(info.min <= int(pad) <= info.max)
+    if dtype.kind in "fc":
+        with np.errstate(over="ignore"):
+            cast = np.array(pad).astype(dtype)
+        if np.isfinite(pad) and not np.all(np.isfinite(cast)):
+            return False
+        return not isinstance(pad, (int, np.integer)) or int(cast.real) == int(pad)
+    return False  # strings, dates: a number is no pad for them

@@ -7,21 +7,17 @@ the padded size of every batch, which memory and compute pay for, under a bound.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Iterator, Sized
 
 import numpy as np
 
 from . import _bucket_plan as plan
-from ._digest import digest
+from ._digest import digest, digest_array
 from ._validate import check_bool, check_positive_int
 from .errors import ArgumentValueError
-from .sampler import MapSampler
+from .sampler import MapSampler, split_at
 
 __all__ = ["BucketSampler"]
-
-# Indices turned into Python ints per `.tolist()` call (as sampler.py's chunks).
-_CHUNK = 1 << 12
 
 
 class BucketSampler(MapSampler):
@@ -64,6 +60,9 @@ class BucketSampler(MapSampler):
     # The batches are fresh lists of Python ints >= 0: sampler.yields_valid_indices trusts this
     # exact class (it reads the class's own attribute, so a subclass is not trusted).
     _fresh_int_batches = True
+    # A state of other lengths or options is refused too, naming the field (MapSampler.load_state_dict).
+    _STATE_CHECKS = ("sampler", "max_tokens", "shuffle", "lengths", "boundaries", *MapSampler._STATE_CHECKS[1:])
+    _STATE_HINTS = {**MapSampler._STATE_HINTS, "lengths": "the same lengths"}
 
     def __init__(
         self,
@@ -111,7 +110,8 @@ class BucketSampler(MapSampler):
         self._bounds = plan.cut_points(sizes, caps)
         last = len(sizes) - 1 - int(np.flatnonzero(sizes[::-1])[0])  # the last bucket in use
         self._short_last = bool(self._bounds[-1] - self._bounds[-2] < caps[last])
-        self._lengths_digest = hashlib.blake2b(self.lengths.astype("<i8").tobytes(), digest_size=8).hexdigest()
+        self._boundaries_digest = digest(self.boundaries.tolist())
+        self._lengths_digest = digest_array(self.lengths)
 
     def global_batches(self, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All ranks' batches of ``epoch`` (default: the next one) before sharing them out:
@@ -134,7 +134,7 @@ class BucketSampler(MapSampler):
     def batch(self, start: int = 0) -> Iterator[list[int]]:
         """Return an iterator over this epoch's batches, from batch ``start`` on (the ones
         before it are never made), and advance ``epoch`` by one."""
-        return _lists(*self._plan(start))
+        return split_at(*self._plan(start))
 
     def index_arrays(self, start: int = 0) -> Iterator[np.ndarray]:
         """:meth:`batch` as int64 arrays (views of one array), for the loader."""
@@ -155,34 +155,7 @@ class BucketSampler(MapSampler):
             max_tokens=self.max_tokens,
             shuffle=self.shuffle,
             lengths=self._lengths_digest,
-            boundaries=digest(self.boundaries.tolist()),
+            boundaries=self._boundaries_digest,
         )
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from :meth:`state_dict`'s ``state``; one of other lengths or options is
-        refused with an error naming the field."""
-        mine = self.state_dict()
-        for name in ("sampler", "max_tokens", "shuffle", "lengths", "boundaries"):
-            if state.get(name) != mine[name]:
-                raise ArgumentValueError(
-                    f"the state was saved by a sampler with {name}={state.get(name)!r}; this one has "
-                    f"{name}={mine[name]!r}. Resume with a sampler built as the one that saved it"
-                    + (" (the same lengths)." if name == "lengths" else ".")
-                )
-        super().load_state_dict(state)
-
-
-def _lists(flat: np.ndarray, offsets: np.ndarray) -> Iterator[list[int]]:
-    """The batches as lists of Python ints, one ``tolist()`` per chunk of about ``_CHUNK``."""
-    count = len(offsets) - 1
-    first = 0
-    while first < count:
-        last = int(np.searchsorted(offsets, offsets[first] + _CHUNK, side="right")) - 1
-        last = min(max(last, first + 1), count)
-        base = int(offsets[first])
-        ints = flat[base : int(offsets[last])].tolist()
-        edges = (offsets[first : last + 1] - base).tolist()
-        for i in range(last - first):
-            yield ints[edges[i] : edges[i + 1]]
-        first = last

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _alloc
-from ._validate import check_positive_int
+from ._validate import check_positive_int, fits_dtype
 from .collator import Collator, batch_dtype
 from .errors import ArgumentTypeError, ArgumentValueError, CollateError
 
@@ -236,37 +236,12 @@ def _check_named(option: str, named: Iterable[Any], names: Iterable[Any], where:
 
 
 def _check_fits(pad: Any, dtype: np.dtype, path: str) -> None:
-    if not _fits(pad, dtype):
+    if not fits_dtype(pad, dtype):
         holds = f" (it holds {np.iinfo(dtype).min} to {np.iinfo(dtype).max})" if dtype.kind in "iu" else ""
         raise CollateError(
             f"Cannot pad `{path}`: pad_value {pad!r} does not fit its dtype {dtype}{holds}. Give a pad "
             "value the dtype holds, per field if need be: pad_value={'field': value, ...}."
         )
-
-
-def _fits(pad: Any, dtype: np.dtype) -> bool:
-    """Whether an array of ``dtype`` holds ``pad`` (a float's rounding aside; never a change of
-    kind: a fraction in integers, an overflow to inf, an integer rounded in a float)."""
-    if isinstance(pad, (complex, np.complexfloating)):
-        if dtype.kind == "c":
-            return _fits(pad.real, np.dtype(np.float64)) and _fits(pad.imag, np.dtype(np.float64))
-        if pad.imag:
-            return False
-        pad = pad.real
-    if dtype.kind == "b":
-        return bool(pad == 0 or pad == 1)
-    if dtype.kind in "iu":
-        if not float(pad).is_integer() and not isinstance(pad, (int, np.integer)):
-            return False
-        info = np.iinfo(dtype)
-        return bool(info.min <= int(pad) <= info.max)
-    if dtype.kind in "fc":
-        with np.errstate(over="ignore"):
-            cast = np.array(pad).astype(dtype)
-        if np.isfinite(pad) and not np.all(np.isfinite(cast)):
-            return False
-        return not isinstance(pad, (int, np.integer)) or int(cast.real) == int(pad)
-    return False  # strings, dates: a number is no pad for them
 
 
 def _check_fields(fields: Any) -> tuple[Hashable, ...] | None:

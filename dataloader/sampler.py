@@ -100,6 +100,10 @@ class MapSampler(Sampler):
         self.epoch = 0
 
     _follows = False  # set by follow_dataset(): the length is re-read from the dataset
+    # What a state must agree on to be loaded, in the order the check names the first that
+    # differs (a subclass adds its own), and what the error adds for some of them.
+    _STATE_CHECKS: tuple[str, ...] = ("sampler", "world_size", "rank", "num_samples", "batch_size", "drop_last", "seed")
+    _STATE_HINTS = {"world_size": "the same WORLD_SIZE and RANK", "rank": "the same WORLD_SIZE and RANK"}
 
     def _follow(self) -> None:
         """A sampler the loader built (:func:`follow_dataset`) takes the dataset's length now."""
@@ -158,14 +162,14 @@ class MapSampler(Sampler):
         """Continue from :meth:`state_dict`'s ``state``; anything else that differs is an error
         naming it. A seed drawn at random (``seed=None``) gives way to the saved one."""
         mine = self.state_dict()
-        for name in ("sampler", "world_size", "rank", "num_samples", "batch_size", "drop_last", "seed"):
+        for name in self._STATE_CHECKS:
             if name == "seed" and getattr(self, "_seed_drawn", False):
                 continue
             if state.get(name) != mine[name]:
                 raise ArgumentValueError(
                     f"the state was saved by a sampler with {name}={state.get(name)!r}; this one has "
                     f"{name}={mine[name]!r}. Resume with a sampler built as the one that saved it"
-                    + (" (the same WORLD_SIZE and RANK)." if name in ("world_size", "rank") else ".")
+                    + (f" ({self._STATE_HINTS[name]})." if name in self._STATE_HINTS else ".")
                 )
         self.seed = int(state["seed"])
         self.epoch = check_non_negative_int("epoch", state["epoch"])
@@ -435,6 +439,22 @@ def _split(indices: np.ndarray, batch_size: int, drop_last: bool) -> Iterator[li
         flat = indices[start : min(start + chunk, stop)].tolist()
         for i in range(0, len(flat), batch_size):
             yield flat[i : i + batch_size]
+
+
+def split_at(flat: np.ndarray, offsets: np.ndarray) -> Iterator[list[int]]:
+    """Batches of any sizes (batch ``i`` is ``flat[offsets[i]:offsets[i + 1]]``) as lists of Python
+    ints, one ``tolist()`` per chunk of about ``_CHUNK``: :class:`~dataloader.BucketSampler`'s."""
+    count = len(offsets) - 1
+    first = 0
+    while first < count:
+        last = int(np.searchsorted(offsets, offsets[first] + _CHUNK, side="right")) - 1
+        last = min(max(last, first + 1), count)
+        base = int(offsets[first])
+        ints = flat[base : int(offsets[last])].tolist()
+        edges = (offsets[first : last + 1] - base).tolist()
+        for i in range(last - first):
+            yield ints[edges[i] : edges[i + 1]]
+        first = last
 
 
 def _dataset_len(dataset: Any) -> int:

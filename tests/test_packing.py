@@ -431,6 +431,9 @@ def test_a_pad_value_that_fits_pads_in_the_fields_dtype():
     rows = list(PackedStream(_Typed(np.uint8), 8, pad_value=255.0, buffer_size=1))
     assert all(row["ids"].dtype == np.uint8 for row in rows)
     assert rows[-1]["ids"].tolist() == [1, 2, 3, 255, 255, 255, 255, 255]
+    # A float its dtype rounds is a float pad all the same (PadCollator's rule: rounding aside).
+    rows = list(PackedStream(_Typed(np.float32), 8, pad_value=0.1, buffer_size=1))
+    assert rows[-1]["ids"].dtype == np.float32 and rows[-1]["ids"][-1] == np.float32(0.1)
 
 
 def test_an_object_field_is_refused_at_its_first_sample():

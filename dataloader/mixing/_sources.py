@@ -10,8 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .._shares import block, is_map, kind_name, source_fingerprint
-from ..errors import ArgumentTypeError
+from .._shares import block, check_readable, is_map, source_fingerprint
 
 MAP_ORDER = 0x6D6170  # keeps a map source's permutation apart from the draws of the same seed
 
@@ -32,17 +31,7 @@ class Member:
 
     def __init__(self, name: str, number: int, source: Any, weight: float) -> None:
         self.name, self.number, self.source, self.weight = name, number, source, weight
-        if isinstance(source, type) or not (is_map(source) or hasattr(source, "__iter__")):
-            raise ArgumentTypeError(
-                f"MixedStream: source {name!r} must be a stream (a StreamDataset, or an object with "
-                f"__iter__) or a map dataset (with __getitem__ and __len__); got {kind_name(source)}."
-            )
-        if hasattr(source, "__next__"):
-            raise ArgumentTypeError(
-                f"MixedStream: source {name!r} is an iterator ({type(source).__name__}), which can "
-                "be read only once; a mix opens each source again every source epoch. Give an "
-                "object whose __iter__ starts a fresh pass (a StreamDataset), or a map dataset."
-            )
+        check_readable(f"MixedStream: source {name!r}", source, "a mix opens each source again every source epoch")
         self.is_map = is_map(source)
         self.yields_batches = not self.is_map and getattr(source, "yields_batches", False) is True
         self.keeps_state = not self.is_map and all(

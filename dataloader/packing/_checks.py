@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .._order_state import check_order
-from .._validate import check_non_negative_int
+from .._validate import check_apply_or_function, check_non_negative_int, fits_dtype
 from ..errors import ArgumentTypeError, ArgumentValueError
 
 METHODS = ("best_fit", "first_fit", "concat")
@@ -75,36 +75,24 @@ def pad_for(name: str, pad: Any, dtype: np.dtype) -> Any:
     OverflowError mid-epoch, or pad with another value than the one asked for."""
     if dtype.kind not in "biufc":
         return pad
-    try:
-        fitted = np.array(pad, dtype=dtype)
-    except (OverflowError, TypeError, ValueError):
-        fitted = None
-    if fitted is None or not (fitted == pad or (pad != pad and fitted != fitted)):  # NaN fits a float
+    if not fits_dtype(pad, dtype):
         raise ArgumentValueError(
             f"PackedStream: pad_value {pad!r} for the field {name!r} does not fit its dtype {dtype} "
             "(the first sample with tokens fixed it). Give a pad value that dtype holds "
             f"(pad_value={{{name!r}: ...}}), or cast the field in a `transform=`."
         )
+    fitted = np.array(pad, dtype=dtype)
     return fitted[()]
 
 
 def transform_of(transform: Any) -> Callable[[Any], Any] | None:
-    """A function of a sample: ``transform`` itself, or a Transform's ``apply``."""
+    """A function of a sample: ``transform`` itself, or a Transform's ``apply`` (checked as the
+    loader checks its own ``transform``)."""
     if transform is None:
         return None
-    if isinstance(transform, type):
-        raise ArgumentTypeError(
-            f"`transform` must be a function or a Transform instance; got the class {transform.__name__}. "
-            f"Pass {transform.__name__}(...)."
-        )
-    apply = getattr(transform, "apply", None)
-    if callable(apply):
-        return apply  # type: ignore[no-any-return]
-    if callable(transform):
-        return transform  # type: ignore[no-any-return]
-    raise ArgumentTypeError(
-        f"`transform` must be a function of a sample or a Transform (with `apply`); got {type(transform).__name__}."
-    )
+    checked = check_apply_or_function("transform", transform, "Transform", lambda function: function)
+    apply: Callable[[Any], Any] = getattr(checked, "apply", checked)
+    return apply
 
 
 def checked_state(state: Any, order: dict[str, Any]) -> dict[str, Any]:

@@ -7,8 +7,8 @@ import copy
 import numbers
 from typing import Any, Iterator
 
-from .._shares import block, is_map, kind_name, source_fingerprint
-from ..errors import ArgumentTypeError, ArgumentValueError
+from .._shares import block, check_readable, is_map, source_fingerprint
+from ..errors import ArgumentValueError
 from ..worker import get_worker_info
 
 
@@ -17,17 +17,8 @@ class Source:
     block of its indices per rank and, in each, one per worker."""
 
     def __init__(self, source: Any, world_size: int, rank: int) -> None:
-        if isinstance(source, type) or not (is_map(source) or hasattr(source, "__iter__")):
-            raise ArgumentTypeError(
-                "PackedStream: `source` must be a stream (a StreamDataset, or an object with __iter__) "
-                f"or a map dataset (with __getitem__ and __len__); got {kind_name(source)}."
-            )
-        if hasattr(source, "__next__"):
-            raise ArgumentTypeError(
-                f"PackedStream: `source` is an iterator ({type(source).__name__}), which can be read only "
-                "once; a PackedStream reads its source again every epoch (and on a resume). Give an "
-                "object whose __iter__ starts a fresh pass (a StreamDataset), or a map dataset."
-            )
+        check_readable("PackedStream: `source`", source,
+                       "a PackedStream reads its source again every epoch (and on a resume)")
         if getattr(source, "yields_batches", False) is True:
             raise ArgumentValueError(
                 f"PackedStream: the source {type(source).__name__} yields whole batches (it was built "
