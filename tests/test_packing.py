@@ -14,7 +14,7 @@ import pytest
 
 from dataloader import (
     ArgumentTypeError, ArgumentValueError, CollateError, DataLoader, MixedStream, PackedStream, PackStats,
-    ParquetStream, StreamDataset, StreamSampler,
+    ParquetStream, StreamDataset, StreamSampler, WorkerError,
 )
 from dataloader.packing._fit import best_fit_decreasing, concat_cuts, first_fit, pieces
 from tests.harness import as_worker
@@ -243,7 +243,7 @@ def batches(loader, epochs: int = 1) -> list:
 
 
 @pytest.mark.parametrize("options", LOADERS)
-def test_a_loader_gives_the_same_rows_for_any_workers_and_resumes_exactly(parquet, options):
+def test_a_loader_gives_the_same_rows_for_any_workers_and_resumes_exactly(no_leaks, parquet, options):
     whole = batches(packed_loader(parquet), epochs=2)
     assert batches(packed_loader(parquet, **options), epochs=2) == whole
     rows = [{k: np.array(v[i], np.int32 if k.endswith(("_ids", "_positions")) else None) for k, v in b.items()}
@@ -469,3 +469,19 @@ def test_best_fit_keeps_the_held_back_pieces_together_in_its_last_row():
     # the held-back row, which comes last so that the rest follows its full piece.
     row, offset, count = best_fit_decreasing(np.array([3, 8, 2]), 8, first=1)
     assert count == 2 and row.tolist() == [1, 0, 1] and offset.tolist() == [0, 0, 3]
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["packed in the main process", "packed in workers"])
+def test_a_sample_too_long_mid_epoch_ends_the_loader_with_its_error_and_leaves_nothing(no_leaks, parallel):
+    lengths = [3] * 40 + [30] + [3] * 40  # sample 40 is longer than seq_len
+    stream = PackedStream(Samples(lengths), 16, fields=PAIR, too_long="raise", buffer_size=1)
+    loader = DataLoader(stream, StreamSampler(batch_size=2), num_workers=2, parallel_stream=parallel,
+                        multiprocessing_context="fork")
+    with pytest.raises(Exception, match=r"sample 40 of the epoch.* has 30 tokens, more than seq_len=16") as raised:
+        for _ in loader:
+            pass
+    # The packer's CollateError; from a worker, a CollateError that is also the loader's
+    # WorkerError, naming the worker (a worker numbers the samples of its own share: 40 here, where
+    # every worker reads the whole plain stream).
+    assert isinstance(raised.value, CollateError)
+    assert isinstance(raised.value, WorkerError) == parallel
