@@ -94,7 +94,8 @@ def call_parsing(
     drops what the failed attempt read) while it fails to parse, as ``unparsed(error)`` tells.
 
     pyarrow's S3 filesystem hands over a ranged read whose body came short (cut on the way,
-    with a Content-Length to match) as if it were whole, its end left unfilled: the cut shows
+    with a Content-Length to match) as if it were whole, its end left unfilled (0xff bytes:
+    the retrying filesystem reads into a buffer of them): the cut shows
     only as bytes that do not parse ("magic bytes not found", a footer or page that cannot be
     decoded). So a parse failure of a remote file is read again; when every attempt fails, the
     error is a :class:`RemoteReadError` that names both causes (a cut, a damaged object).

@@ -22,6 +22,9 @@ from .retry import RetryPolicy, call_with_retries
 
 # Files a filesystem keeps open for its readers (each open asks the store for the file's size).
 OPEN_FILES = 64
+# What the bytes a read was cut short of read as: no tar header, end-of-archive block, Parquet
+# footer or JSON sidecar parses from a run of them.
+CUT_FILL = b"\xff"
 
 
 def retrying(filesystem: pafs.FileSystem, policy: RetryPolicy) -> pafs.FileSystem:
@@ -180,7 +183,7 @@ class _RetryingInput:
 
     def _read_at(self, size: int, offset: int) -> Any:
         try:
-            data = self._handle().read_at(size, offset)
+            data = _read_into_fill(self._handle(), size, offset)
         except BaseException:
             self._drop()
             raise
@@ -224,3 +227,15 @@ class _RetryingInput:
     def close(self) -> None:
         self._file = None  # the shared file stays open for the next reader of the path
         self.closed = True
+
+
+def _read_into_fill(file: pa.NativeFile, size: int, offset: int) -> pa.Buffer:
+    """``size`` bytes of ``file`` from ``offset``, read into a buffer of :data:`CUT_FILL` bytes.
+    A body cut short on the way can come back as if whole (pyarrow's S3 takes the
+    Content-Length's word and hands over its buffer): the missing bytes are then ``CUT_FILL``,
+    which the formats' checks refuse and the readers read again, never what the allocator's
+    memory last held (another file's bytes, which parse as well as the real ones) or zeros (a
+    tar's end-of-archive blocks)."""
+    buffer = bytearray(CUT_FILL) * size
+    got = file.get_stream(offset, size).readinto(buffer)
+    return pa.py_buffer(buffer)[:got]

@@ -15,10 +15,11 @@ with one recorded for another size, is scanned: read once from start to end
 as a stream, headers parsed by :mod:`tarfile`, data skipped.
 
 On object storage a body cut short on the way can come back as if whole
-(pyarrow's S3 leaves the missing tail unfilled), so a remote sidecar that does
+(pyarrow's S3 leaves the missing tail unfilled; the library's reads fill it with
+0xff bytes, never another read's bytes), so a remote sidecar that does
 not parse, a shard's end that is not where its index says, and a scan that
 does not parse are read again (:func:`._snapshot.parsing`) before they count.
-An unfilled tail of zeros reads as tar's end-of-archive blocks, so a scan
+A tail of zeros would read as tar's end-of-archive blocks, so a scan
 also reads the bytes from its end-of-archive marker to the shard's end again
 (:func:`check_after_end`): tar writers put only zeros there (two blocks, then
 up to the record size: 10 KiB with GNU tar's default and Python's tarfile, which
@@ -337,9 +338,9 @@ def check_after_end(filesystem: pafs.FileSystem, path: str, archive_end: int, si
     """Read the bytes from the end-of-archive marker at ``archive_end`` to the shard's end again
     (in a tar as writers write it, two blocks and the record's padding: one ranged read of at most
     ~10 KiB) and raise :class:`DataAfterEndError` where they are not all zeros. A read of a header
-    cut short on the way can come back as zeros (pyarrow's S3 leaves a short body's tail as its
-    buffer held it): the scan would take it for the marker and lose the samples after it without
-    an error; a fresh read of those bytes is not zeros. On a local disk, the same check refuses
+    cut short on the way could come back as zeros (pyarrow's S3 leaves a short body's tail as its
+    buffer held it; the retrying filesystem fills it with 0xff): the scan would take it for the
+    marker and lose the samples after it without an error; a fresh read of those bytes is not zeros. On a local disk, the same check refuses
     data after the marker (tars joined with ``cat``) that a scan would otherwise drop."""
     with filesystem.open_input_file(path) as file:
         offset = archive_end

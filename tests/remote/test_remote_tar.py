@@ -112,9 +112,9 @@ def test_a_shard_that_keeps_coming_short_while_building_ends_in_a_remote_read_er
 
 def _bare(shards, s3_server, bucket) -> tuple[str, int]:
     """The shards without their indexes under ``bucket/bare/``; the offset of sample 1's first
-    header in part-00000.tar. Sample 0 ends in zeros (its ``bin`` is one zero byte), so a read of
-    that header cut to nothing comes back as zeros (pyarrow leaves the missing bytes as its buffer
-    held them: the last read's, here zeros), which tarfile takes for the end of the archive."""
+    header in part-00000.tar. A read of that header cut to nothing comes back unfilled: as zeros
+    (pyarrow's buffer), tarfile takes it for the end of the archive; as the retrying
+    filesystem's 0xff fill, for a bad header where it stops as well."""
     local, _ = shards
     for name in os.listdir(local):
         if name.endswith(".idx"):
@@ -147,6 +147,6 @@ def test_a_scan_whose_end_keeps_coming_early_ends_in_a_remote_read_error(shards,
     _, header = _bare(shards, s3_server, bucket)
     s3_proxy.key_filter = "bare/part-00000.tar"
     s3_proxy.short_next(100, keep_bytes=0, at=header)
-    with pytest.raises(RemoteReadError, match=r"part-00000\.tar.*do not parse.*follow its end-of-archive") as caught:
+    with pytest.raises(RemoteReadError, match=r"part-00000\.tar.*do not parse.*end-of-archive") as caught:
         TarStream(f"{bucket}/bare", filesystem=pyarrow_s3(s3_proxy.endpoint), retries=2)
     assert caught.value.attempts == 3
