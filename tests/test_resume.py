@@ -285,7 +285,7 @@ _SERIAL = {"workers": 0, "type": "process", "prefetch": 2, "preload": False, "bu
            "persistent": False}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_CASES, first=_SIDES, second=_SIDES, third=_SIDES, data=st.data())
 def test_save_and_restore_anywhere_gives_the_uninterrupted_run(case, first, second, third, data):
     epochs = case["epochs"]

@@ -226,6 +226,7 @@ class _Consumer(threading.Thread):
         self.batches = 0
         self.error: BaseException | None = None
         self.ended_at: float | None = None
+        self.ended = threading.Event()
         self.start()
 
     def run(self) -> None:
@@ -236,6 +237,21 @@ class _Consumer(threading.Thread):
             self.error = error
         finally:
             self.ended_at = time.monotonic()
+            self.ended.set()
+
+
+def _open_once_ended(consumer: _Consumer, gate: str) -> threading.Thread:
+    """A thread that opens ``gate`` once the consumer has come out of next() (or the time to
+    notice has passed), so that a thread stuck in the dataset, which close() waits for, returns
+    without the gate having let the consumer out."""
+
+    def run() -> None:
+        consumer.ended.wait(notice_within() + 1.0)
+        open(gate, "w").close()
+
+    opener = threading.Thread(target=run, name="test-gate-opener", daemon=True)
+    opener.start()
+    return opener
 
 
 def _close_while_waiting(close, consumer: _Consumer, gate: str | None = None) -> float:
@@ -244,11 +260,12 @@ def _close_while_waiting(close, consumer: _Consumer, gate: str | None = None) ->
     time.sleep(0.5)  # the consumer is now waiting for a batch that will not come
     assert consumer.ended_at is None, f"the consumer ended before the close: {consumer.error!r}"
     closed_at = time.monotonic()
+    opener = _open_once_ended(consumer, gate) if gate is not None else None
     close()
     consumer.join(notice_within() + 1.0)
-    if gate is not None:
-        open(gate, "w").close()  # let a worker stuck in the dataset return
     assert not consumer.is_alive(), "the consumer still waits after close() from another thread"
+    if opener is not None:
+        opener.join()
     return consumer.ended_at - closed_at
 
 

@@ -24,7 +24,7 @@ def _reports(loader: DataLoader) -> np.ndarray:
     return np.concatenate([batch for batch in loader])
 
 
-def test_forked_workers_do_not_collect_the_parents_heap(no_leaks):
+def test_forked_workers_do_not_collect_the_parents_heap(heap_unfrozen, no_leaks):
     parent_objects = len(gc.get_objects())
     loader = DataLoader(GcReport(), SequentialSampler(GcReport(), batch_size=1), num_workers=2,
                         multiprocessing_context="fork")
@@ -36,7 +36,7 @@ def test_forked_workers_do_not_collect_the_parents_heap(no_leaks):
     assert gc.get_freeze_count() == 0, "the parent's objects were left frozen"
 
 
-def test_a_program_that_froze_its_own_objects_keeps_them_frozen(no_leaks):
+def test_a_program_that_froze_its_own_objects_keeps_them_frozen(heap_unfrozen, no_leaks):
     # The freeze count is no witness: frozen objects that die leave it. An object still frozen
     # is in none of the collector's generations, which is what gc.get_objects() lists.
     kept = [object()]

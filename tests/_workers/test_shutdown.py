@@ -233,11 +233,11 @@ def test_interpreter_exit_with_a_live_iterator_leaves_nothing(no_leaks, start_me
 
 # -- many short epochs -----------------------------------------------------------------
 
-CYCLES = 1000
+CYCLES = 300  # a descriptor, thread or segment kept per cycle shows after the first
 
 
 @pytest.mark.timeout(600)
-def test_a_thousand_open_iterate_close_cycles_leave_nothing(no_leaks, record_property):
+def test_three_hundred_open_iterate_close_cycles_leave_nothing(no_leaks, record_property):
     loader = loader_over(Numbers(64), "fork", num_workers=1)
     fds_after_first = None
     started = time.monotonic()
@@ -248,7 +248,7 @@ def test_a_thousand_open_iterate_close_cycles_leave_nothing(no_leaks, record_pro
         if cycle == 0:
             fds_after_first = len(os.listdir("/proc/self/fd"))
     elapsed = time.monotonic() - started
-    record_property("seconds_for_1000_cycles", round(elapsed, 1))
+    record_property(f"seconds_for_{CYCLES}_cycles", round(elapsed, 1))
     print(f"\n{CYCLES} open/iterate/close cycles took {elapsed:.1f} s")
 
     assert len(os.listdir("/proc/self/fd")) <= fds_after_first

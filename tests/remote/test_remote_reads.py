@@ -353,7 +353,7 @@ def test_remote_and_local_give_the_same_batches_and_resume_alike(
     assert sorted(seen) == list(range(ROWS))
 
 
-def test_a_body_cut_short_leaves_zeros_where_bytes_are_missing_never_another_files_bytes(s3_server, s3_proxy, bucket):
+def test_a_cut_body_reads_as_the_fill_never_as_another_files_bytes(s3_server, s3_proxy, bucket):
     """pyarrow's S3 takes a short body's Content-Length at its word and hands over its buffer
     whole: the missing bytes were what the allocator's memory last held, here the file read just
     before (CI once scanned 22 samples of part-00002.tar as part-00000.tar's from a cut copy). The
