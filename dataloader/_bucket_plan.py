@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentTypeError, ArgumentValueError
+from .sampler import rank_positions
 
 # Default bucket width: the longest length in a bucket is at most 10% above its shortest.
 RATIO = 1.1
@@ -189,9 +190,7 @@ def rank_share(
         per_rank = -(-count // world_size)
         if split:
             starts, stops = _split_largest(starts, stops, per_rank * world_size - count)
-    positions = rank + world_size * np.arange(per_rank, dtype=np.int64)
-    if len(starts):
-        positions %= len(starts)
+    positions = rank_positions(rank, world_size, per_rank, len(starts))
     return starts[positions], stops[positions]
 
 

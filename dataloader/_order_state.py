@@ -67,7 +67,7 @@ def check_order(owner: str, noun: str, saved: Any, mine: Mapping[str, Any], why:
 
 def check_resume_epoch(owner: str, items: str, saved: int, epoch: int) -> None:
     """Refuse to start ``iter()`` of ``epoch`` from a loaded state of epoch ``saved`` (``owner``:
-    "MixedStream"; ``items``: what it yields, "items" or "rows")."""
+    "MixedStream", "ParquetStream"...; ``items``: what it yields, "items" or "rows")."""
     if saved != epoch:
         raise ArgumentValueError(
             f"{owner}: the state given to load_state_dict() is a position in epoch {saved}, but this "

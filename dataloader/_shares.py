@@ -1,10 +1,12 @@
-"""A process's share of a map dataset, telling a map dataset from a stream, and a source's
-fingerprint: what every reader that wraps sources needs (:mod:`dataloader.mixing`,
-:mod:`dataloader.packing`)."""
+"""A process's share of a map dataset, telling a map dataset from a stream, opening a stream
+where a reader left it, and a source's fingerprint: what every reader that wraps sources needs
+(:mod:`dataloader.mixing`, :mod:`dataloader.packing`)."""
 
 from __future__ import annotations
 
-from typing import Any
+import collections
+import itertools
+from typing import Any, Iterator
 
 from ._digest import qualified_name
 from .dataset import StreamDataset
@@ -24,6 +26,38 @@ def block(length: int, parts: int, part: int) -> tuple[int, int]:
     size, extra = divmod(length, parts)
     lo = part * size + min(part, extra)
     return lo, lo + size + (part < extra)
+
+
+def share(length: int, world_size: int, rank: int, worker: int, workers: int) -> tuple[int, int]:
+    """``[lo, hi)`` of the indices of a map dataset of ``length`` that worker ``worker`` of
+    ``workers`` on rank ``rank`` of ``world_size`` reads: a block per rank, cut into one per worker."""
+    lo, hi = block(length, world_size, rank)
+    start, stop = block(hi - lo, workers, worker)
+    return lo + start, lo + stop
+
+
+def keeps_state(source: Any) -> bool:
+    """Whether ``source`` is a stream with a ``state_dict()`` and ``load_state_dict()`` of its own."""
+    return not is_map(source) and all(
+        callable(getattr(source, method, None)) for method in ("state_dict", "load_state_dict")
+    )
+
+
+def open_stream(source: Any, epoch: int, state: Any = None, skip: int = 0) -> Iterator[Any]:
+    """Stream ``source``'s items of ``epoch``: from ``state`` (its own ``state_dict()``) when
+    given, else from the start with the first ``skip`` dropped (iter() is called once: a stream
+    that is its own iterator may start over on a second call)."""
+    set_epoch = getattr(source, "set_epoch", None)
+    if set_epoch is not None:
+        set_epoch(epoch)
+    if state is not None:
+        source.load_state_dict(state)
+        resumed: Iterator[Any] = iter(source)
+        return resumed
+    items: Iterator[Any] = iter(source)
+    if skip:
+        collections.deque(itertools.islice(items, skip), maxlen=0)
+    return items
 
 
 def source_fingerprint(source: Any) -> Any:

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sized
 import numpy as np
 
 from . import _bucket_plan as plan
-from ._digest import digest, digest_array
+from ._digest import digest_array
 from ._validate import check_bool, check_positive_int
 from .errors import ArgumentValueError
 from .sampler import MapSampler, split_at
@@ -108,18 +108,17 @@ class BucketSampler(MapSampler):
         np.maximum.at(longest, self._bucket, self.lengths)
         caps = plan.capacity(longest, batch_size, max_tokens)
         self._bounds = plan.cut_points(sizes, caps)
-        last = len(sizes) - 1 - int(np.flatnonzero(sizes[::-1])[0])  # the last bucket in use
-        self._short_last = bool(self._bounds[-1] - self._bounds[-2] < caps[last])
-        self._boundaries_digest = digest(self.boundaries.tolist())
+        last = int(np.flatnonzero(sizes)[-1])  # the last bucket in use
+        if self.drop_last and self._bounds[-1] - self._bounds[-2] < caps[last]:
+            self._bounds = self._bounds[:-1]  # its short last batch, dropped every epoch
+        self._boundaries_digest = digest_array(self.boundaries)
         self._lengths_digest = digest_array(self.lengths)
 
     def global_batches(self, epoch: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All ranks' batches of ``epoch`` (default: the next one) before sharing them out:
         ``(order, starts, stops)``, batch ``i`` being ``order[starts[i]:stops[i]]``."""
         epoch = self.epoch if epoch is None else epoch
-        rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
-        bounds = self._bounds[:-1] if self.drop_last and self._short_last else self._bounds
-        return plan.epoch_batches(self._bucket, bounds, rng)
+        return plan.epoch_batches(self._bucket, self._bounds, self._rng(epoch) if self.shuffle else None)
 
     def _plan(self, start: int) -> tuple[np.ndarray, np.ndarray]:
         """This rank's batches of the current epoch from batch ``start`` on, as one array and
@@ -142,7 +141,7 @@ class BucketSampler(MapSampler):
         return (flat[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1))
 
     def __len__(self) -> int:
-        batches = len(self._bounds) - 1 - (self.drop_last and self._short_last)
+        batches = len(self._bounds) - 1
         if self.drop_last:
             return batches // self.world_size
         return -(-batches // self.world_size)

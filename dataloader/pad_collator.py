@@ -145,9 +145,10 @@ class PadCollator(Collator):
         """The padded batch of one field's ``values`` and their lengths (int64)."""
         arrays = [_array_at(v, i, path) for i, v in enumerate(values)]
         # An empty list says nothing of the field's dtype or other axes: the other samples decide.
-        typed = [i for i, v in enumerate(values) if not (isinstance(v, list) and not v)] or list(range(len(values)))
+        empty = [isinstance(v, list) and not v for v in values]
+        typed = [i for i, is_empty in enumerate(empty) if not is_empty] or list(range(len(values)))
         _check_trailing(arrays, typed, path)
-        if all(isinstance(v, list) and not v for v in values):
+        if all(empty):
             # Only empty lists (NumPy's float64 for them): the pad value's type, int64 for a
             # token column's int pad, as its batches with tokens have.
             dtype = np.asarray(pad).dtype

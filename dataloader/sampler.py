@@ -120,10 +120,8 @@ class MapSampler(Sampler):
         if self.world_size == 1 or len(indices) == 0:
             return indices
         per_rank = -(-len(indices) // self.world_size)
-        # Positions rank, rank + world_size, ... of the indices repeated cyclically: this rank's
-        # share alone, so the work does not grow with the world size.
-        positions = self.rank + self.world_size * np.arange(per_rank, dtype=np.int64)
-        return np.asarray(indices)[positions % len(indices)]
+        share: np.ndarray = np.asarray(indices)[rank_positions(self.rank, self.world_size, per_rank, len(indices))]
+        return share
 
     def batch(self, start: int = 0) -> Iterator[list[int]]:
         """Return an iterator over this epoch's batches, from batch ``start`` on (the ones
@@ -187,13 +185,15 @@ class MapSampler(Sampler):
             return self.samples_per_rank // self.batch_size
         return -(-self.samples_per_rank // self.batch_size)
 
-    def _rng(self) -> np.random.Generator:
-        """The generator of the current epoch: a pure function of (seed, epoch)."""
-        return np.random.default_rng([self.seed, self.epoch])
+    def _rng(self, epoch: int | None = None) -> np.random.Generator:
+        """The generator of ``epoch`` (default: the current one): a pure function of (seed, epoch)."""
+        return np.random.default_rng([self.seed, self.epoch if epoch is None else epoch])
 
 
 class SequentialSampler(MapSampler):
     """Indices in order: ``0 .. len(dataset) - 1``, or ``indices`` as given."""
+
+    _fresh_int_batches = True  # its batches are fresh lists of checked ints (yields_valid_indices)
 
     def __init__(
         self,
@@ -215,6 +215,8 @@ class SequentialSampler(MapSampler):
 
 class RandomSampler(MapSampler):
     """A new permutation of the dataset (or of ``indices``) each epoch, fixed by (seed, epoch)."""
+
+    _fresh_int_batches = True  # its batches are fresh lists of checked ints (yields_valid_indices)
 
     def __init__(
         self,
@@ -242,6 +244,8 @@ class ReplacementSampler(MapSampler):
     positive sum; items of weight 0 are never drawn. ``num_samples`` (default ``len(dataset)``)
     counts the draws of all ranks together, before sharding.
     """
+
+    _fresh_int_batches = True  # its batches are fresh lists of checked ints (yields_valid_indices)
 
     def __init__(
         self,
@@ -377,16 +381,21 @@ def follow_dataset(sampler: MapSampler) -> MapSampler:
     return sampler
 
 
+def rank_positions(rank: int, world_size: int, per_rank: int, count: int) -> np.ndarray:
+    """Positions rank, rank + world_size, ... (``per_rank`` of them) of a list of ``count``
+    items repeated cyclically: one rank's share alone, so the work does not grow with the world."""
+    positions = rank + world_size * np.arange(per_rank, dtype=np.int64)
+    return positions % count if count else positions
+
+
 def yields_valid_indices(sampler: Any) -> bool:
     """Whether ``sampler`` is one of ours (or ``Infinite`` over one), whose batches are fresh
     lists of Python ints >= 0 (checked when it was built): the loader need not copy them, and
     takes a plain one's batches as int64 arrays (:meth:`MapSampler.index_arrays`), which it
     does not check for negative indices. A subclass may override ``sample()``: not trusted."""
     inner = sampler.sampler if type(sampler) is Infinite else sampler
-    kind = type(inner)
-    # Another module's sampler (BucketSampler) says so in its class's own namespace: a subclass
-    # of it does not inherit the trust.
-    return kind in (SequentialSampler, RandomSampler, ReplacementSampler) or vars(kind).get("_fresh_int_batches") is True
+    # Each such class says so in its own namespace: a subclass does not inherit the trust.
+    return vars(type(inner)).get("_fresh_int_batches") is True
 
 
 def batches_from(sampler: Any, start: int, arrays: bool = False) -> Iterator[Any]:
@@ -394,13 +403,11 @@ def batches_from(sampler: Any, start: int, arrays: bool = False) -> Iterator[Any
     ``batch()`` never makes the batches before it (``batch(start)``, its own if it overrides
     it with a ``start`` parameter; an override without one, written before ``batch`` took it,
     is iterated as before); another sampler's are made and dropped. ``arrays``: a
-    :class:`MapSampler`'s batches as int64 arrays (:meth:`MapSampler.index_arrays`) where the
-    class that defines its ``batch`` defines ``index_arrays`` too; other samplers' stay lists."""
+    :class:`MapSampler`'s batches as int64 arrays (:meth:`MapSampler.index_arrays`), for a
+    sampler :func:`yields_valid_indices` trusts; other samplers' stay lists."""
     kind = type(sampler)
     if isinstance(sampler, MapSampler) and kind.__iter__ is MapSampler.__iter__ and _takes_start(kind.batch):
-        if arrays and _owner(kind, "batch") is _owner(kind, "index_arrays"):
-            return sampler.index_arrays(start)
-        return sampler.batch(start)
+        return sampler.index_arrays(start) if arrays else sampler.batch(start)
     it = iter(sampler)
     return itertools.islice(it, start, None) if start else it
 
@@ -413,11 +420,6 @@ def _takes_start(method: Any) -> bool:
         return "start" in inspect.signature(method).parameters
     except (TypeError, ValueError):  # no signature to read: call it as __iter__ does
         return False
-
-
-def _owner(kind: type, name: str) -> type | None:
-    """The class in ``kind``'s MRO that defines attribute ``name``."""
-    return next((cls for cls in kind.__mro__ if name in vars(cls)), None)
 
 
 def sampler_state(sampler: Any) -> Any:

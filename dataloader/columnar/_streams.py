@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from .._digest import digest
-from .._order_state import check_order, fresh, order_of
+from .._order_state import check_order, check_resume_epoch, fresh, order_of
 from .._remote import RETRIES, access_from
 from .._validate import check_bool, check_choice, check_non_negative_int, check_optional_seed, check_positive_int
 from ..dataset import Collated, StreamDataset
@@ -225,13 +225,8 @@ class ColumnarStream(StreamDataset):
         if epoch is None:
             epoch, self._iterations = self._iterations, self._iterations + 1
         resume, self._resume = self._resume, None
-        if resume is not None and resume[0] != epoch:
-            raise ArgumentValueError(
-                f"{type(self).__name__}: the state given to load_state_dict() is a position in "
-                f"epoch {resume[0]}, but this iter() reads epoch {epoch}; its rows would be another "
-                "epoch's. Call set_epoch() with the state's epoch first (a DataLoader does), or load "
-                "the state as state_dict() returned it."
-            )
+        if resume is not None:
+            check_resume_epoch(type(self).__name__, "rows", resume[0], epoch)
         done = resume[1] if resume is not None else 0
         seek = done if self._seekable() else 0  # start reading there, or read and drop `done` rows
         progress, pieces, worker = self._start(epoch, seek)

@@ -3,14 +3,12 @@ map dataset is cut into this process's share of its indices."""
 
 from __future__ import annotations
 
-import collections
-import itertools
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
 
-from .._shares import block, check_readable, is_map, source_fingerprint
+from .._shares import check_readable, is_map, keeps_state, open_stream, share, source_fingerprint
 
 MAP_ORDER = 0x6D6170  # keeps a map source's permutation apart from the draws of the same seed
 
@@ -34,9 +32,7 @@ class Member:
         check_readable(f"MixedStream: source {name!r}", source, "a mix opens each source again every source epoch")
         self.is_map = is_map(source)
         self.yields_batches = not self.is_map and getattr(source, "yields_batches", False) is True
-        self.keeps_state = not self.is_map and all(
-            callable(getattr(source, method, None)) for method in ("state_dict", "load_state_dict")
-        )
+        self.keeps_state = keeps_state(source)
 
     def open(self, epoch: int, shard: Shard, state: Any = None, taken: int = 0) -> Iterator[Any]:
         """This process's items of source epoch ``epoch``, after the ``taken`` it already
@@ -44,26 +40,17 @@ class Member:
         one, else it is read from the start and its first ``taken`` items are dropped."""
         if self.is_map:
             return map(self.source.__getitem__, self._indices(epoch, shard)[taken:])
-        set_epoch = getattr(self.source, "set_epoch", None)
-        if set_epoch is not None:
-            set_epoch(epoch)
         if self.keeps_state and state is not None:
-            self.source.load_state_dict(state)
-            resumed: Iterator[Any] = iter(self.source)
-            return resumed
-        items: Iterator[Any] = iter(self.source)
-        if taken:
-            collections.deque(itertools.islice(items, taken), maxlen=0)
-        return items
+            return open_stream(self.source, epoch, state)
+        return open_stream(self.source, epoch, skip=taken)
 
     def _indices(self, epoch: int, shard: Shard) -> list[int]:
         """This process's indices of a map source in source epoch ``epoch``: a permutation seeded by
         ``(seed, source, epoch)``, cut into one block per rank and each into one per worker."""
         length = len(self.source)
         order = np.random.default_rng([shard.seed, MAP_ORDER, self.number, epoch]).permutation(length)
-        lo, hi = block(length, shard.world_size, shard.rank)
-        start, stop = block(hi - lo, shard.workers, shard.worker)
-        indices: list[int] = order[lo + start : lo + stop].tolist()
+        lo, hi = share(length, shard.world_size, shard.rank, shard.worker, shard.workers)
+        indices: list[int] = order[lo:hi].tolist()
         return indices
 
     def state(self) -> Any:

@@ -4,7 +4,7 @@ by one fancy assignment, and the segment ids and positions shared by every field
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,10 +24,6 @@ class Rows:
     segment_ids: npt.NDArray[np.int32]
     positions: npt.NDArray[np.int32]
 
-    @property
-    def count(self) -> int:
-        return len(self.segment_ids)
-
     def row(self, number: int) -> dict[str, Any]:
         """Row ``number`` as ``{field: tokens, field_segment_ids: ..., field_positions: ...}`` (views)."""
         ids, positions = self.segment_ids[number], self.positions[number]
@@ -37,9 +33,6 @@ class Rows:
             made[name + SEGMENT_IDS] = ids
             made[name + POSITIONS] = positions
         return made
-
-    def rows(self, order: Iterator[int]) -> Iterator[dict[str, Any]]:
-        return (self.row(number) for number in order)
 
 
 def build(columns: dict[str, np.ndarray], pads: dict[str, Any], placement: Placement, seq_len: int) -> Rows:

@@ -7,7 +7,7 @@ import copy
 import numbers
 from typing import Any, Iterator
 
-from .._shares import block, check_readable, is_map, source_fingerprint
+from .._shares import check_readable, is_map, keeps_state, open_stream, share, source_fingerprint
 from ..errors import ArgumentValueError
 from ..worker import get_worker_info
 
@@ -27,9 +27,7 @@ class Source:
             )
         self.source, self.world_size, self.rank = source, world_size, rank
         self.is_map = is_map(source)
-        self.keeps_state = not self.is_map and all(
-            callable(getattr(source, method, None)) for method in ("state_dict", "load_state_dict")
-        )
+        self.keeps_state = keeps_state(source)
         self._check_world()
 
     def _check_world(self) -> None:
@@ -45,22 +43,9 @@ class Source:
         """The samples of ``epoch`` from ``position`` (what :meth:`position` gave; None: the start)."""
         if self.is_map:
             return map(self.source.__getitem__, self._indices()[int(position or 0):])
-        set_epoch = getattr(self.source, "set_epoch", None)
-        if set_epoch is not None:
-            set_epoch(epoch)
         if self.keeps_state:
-            if position is not None:
-                self.source.load_state_dict(position)
-            resumed: Iterator[Any] = iter(self.source)
-            return resumed
-        items: Iterator[Any] = iter(self.source)
-        pull = items.__next__  # never iter() again: a stream that is its own iterator may reset
-        for _ in range(int(position or 0)):
-            try:
-                pull()
-            except StopIteration:
-                break
-        return items
+            return open_stream(self.source, epoch, position)
+        return open_stream(self.source, epoch, skip=int(position or 0))
 
     def position(self, read: int) -> Any:
         """Where the source stands after ``read`` samples of this epoch: its own ``state_dict()``
@@ -76,11 +61,9 @@ class Source:
             raise ArgumentValueError(f"PackedStream: the source cannot resume: {refused}")
 
     def _indices(self) -> range:
-        lo, hi = block(len(self.source), self.world_size, self.rank)
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
-        start, stop = block(hi - lo, workers, worker)
-        return range(lo + start, lo + stop)
+        return range(*share(len(self.source), self.world_size, self.rank, worker, workers))
 
     def fingerprint(self) -> Any:
         """What decides the source's samples and their order: its ``order_fingerprint()``, else its
