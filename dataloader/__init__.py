@@ -37,7 +37,7 @@ from ._stages.bad_samples import SampleFailure
 from .hooks import StageEvent, StageHook
 from .image_folder import ImageFolder
 from .loader import DataLoader
-from .mixing import MixedStream
+from .mixing import MixedStream, WeightSchedule
 from .packing import PackStats, PackedStream
 from .pad_collator import PadCollator
 from .sampler import (
@@ -50,6 +50,7 @@ from .sampler import (
     StreamSampler,
 )
 from .monitor import Stats, TuningChange
+from .rank_states import gather_states, load_rank_states, save_rank_state
 from .rng import batch_rng
 from .worker import WorkerInfo, get_worker_info
 
@@ -138,13 +139,17 @@ __all__ = [
     "ThreadBuffer",
     "TooManyBadSamplesError",
     "TuningChange",
+    "WeightSchedule",
     "WorkerDiedError",
     "WorkerError",
     "WorkerInfo",
     "batch_array",
     "batch_rng",
     "buffer_iterator",
+    "gather_states",
     "get_worker_info",
+    "load_rank_states",
+    "save_rank_state",
     "write_parquet_shards",
     "write_tar_shards",
 ]

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentTypeError, ArgumentValueError
-from .sampler import rank_positions
+from ._reshard import left_after
+from ._world import rank_positions
 
 # Default bucket width: the longest length in a bucket is at most 10% above its shortest.
 RATIO = 1.1
@@ -183,15 +184,35 @@ def rank_share(
     the same number. ``drop_last``: the remainder is dropped. Else ``split``: the largest
     batches are halved until the count divides (no repeats; budgets hold for a half), and what
     is still missing (fewer indices than batches) repeats batches from the list's start."""
-    count = len(starts)
-    if drop_last:
-        per_rank = count // world_size
-    else:
-        per_rank = -(-count // world_size)
-        if split:
-            starts, stops = _split_largest(starts, stops, per_rank * world_size - count)
+    starts, stops, per_rank = equalized(starts, stops, world_size, drop_last, split)
     positions = rank_positions(rank, world_size, per_rank, len(starts))
     return starts[positions], stops[positions]
+
+
+def equalized(
+    starts: np.ndarray, stops: np.ndarray, world_size: int, drop_last: bool, split: bool
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The global list every rank's share is taken from (largest batches halved where ``split``
+    and the count does not divide), and the batches per rank (see :func:`rank_share`)."""
+    count = len(starts)
+    if drop_last:
+        return starts, stops, count // world_size
+    per_rank = -(-count // world_size)
+    if split:
+        starts, stops = _split_largest(starts, stops, per_rank * world_size - count)
+    return starts, stops, per_rank
+
+
+def left_batches(
+    starts: np.ndarray, stops: np.ndarray, reshards: Any, drop_last: bool, split: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The global batches an epoch has left after the ranks of each earlier world handed out
+    theirs (:mod:`dataloader._reshard`), in order: each world's own list, less what it handed out."""
+    for reshard in reshards:
+        starts, stops, _ = equalized(starts, stops, reshard.world_size, drop_last, split)
+        keep = left_after(len(starts), reshard)
+        starts, stops = starts[keep], stops[keep]
+    return starts, stops
 
 
 def _split_largest(starts: np.ndarray, stops: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray]:

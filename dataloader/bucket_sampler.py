@@ -15,7 +15,8 @@ from . import _bucket_plan as plan
 from ._digest import digest_array
 from ._validate import check_bool, check_positive_int
 from .errors import ArgumentValueError
-from .sampler import MapSampler, split_at
+from ._index_batches import split_at
+from .sampler import MapSampler
 
 __all__ = ["BucketSampler"]
 
@@ -63,6 +64,8 @@ class BucketSampler(MapSampler):
     # A state of other lengths or options is refused too, naming the field (MapSampler.load_state_dict).
     _STATE_CHECKS = ("sampler", "max_tokens", "shuffle", "lengths", "boundaries", *MapSampler._STATE_CHECKS[1:])
     _STATE_HINTS = {**MapSampler._STATE_HINTS, "lengths": "the same lengths"}
+    # The batch size cuts the global batches, the units a resume on another world shares out.
+    _WORLD_FIELDS = ("world_size", "rank")
 
     def __init__(
         self,
@@ -124,11 +127,24 @@ class BucketSampler(MapSampler):
         """This rank's batches of the current epoch from batch ``start`` on, as one array and
         offsets into it; advances ``epoch`` by one."""
         order, starts, stops = self.global_batches()
+        split = self.max_tokens is not None
+        starts, stops = plan.left_batches(starts, stops, self._pending(), self.drop_last, split)
         self.epoch += 1
-        starts, stops = plan.rank_share(
-            starts, stops, self.world_size, self.rank, self.drop_last, self.max_tokens is not None
-        )
+        starts, stops = plan.rank_share(starts, stops, self.world_size, self.rank, self.drop_last, split)
         return plan.flatten(order, starts[start:], stops[start:])
+
+    def _units_per_batch_of(self, state: dict[str, Any]) -> int:
+        return 1  # the global list's units are whole batches
+
+    def _units_left(self) -> int:
+        """Global batches the current epoch shares out: all, or what a resume left."""
+        if not self._pending():
+            return len(self._bounds) - 1
+        if self._left_count is None or self._left_count[0] != self.epoch:
+            _, starts, stops = self.global_batches()
+            left = plan.left_batches(starts, stops, self._pending(), self.drop_last, self.max_tokens is not None)
+            self._left_count = (self.epoch, len(left[0]))
+        return self._left_count[1]
 
     def batch(self, start: int = 0) -> Iterator[list[int]]:
         """Return an iterator over this epoch's batches, from batch ``start`` on (the ones
@@ -141,7 +157,7 @@ class BucketSampler(MapSampler):
         return (flat[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1))
 
     def __len__(self) -> int:
-        batches = len(self._bounds) - 1
+        batches = self._units_left()
         if self.drop_last:
             return batches // self.world_size
         return -(-batches // self.world_size)

@@ -333,21 +333,31 @@ class DataLoader:
         """
         return self._pipeline.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any], *, skip_ahead: bool = False, allow_edited: bool = False) -> None:
+    def load_state_dict(
+        self, state: dict[str, Any] | list[dict[str, Any]], *, skip_ahead: bool = False,
+        allow_edited: bool = False, reweight: bool = False,
+    ) -> None:
         """Make the next ``iter(loader)`` yield exactly the batches the saving run would have
         yielded after ``state`` was taken, then carry on with the following epochs as it would.
 
         The worker count, worker type, start method, ``prefetch_factor``, ``in_order`` and
-        ``preload`` may differ from the saving loader's; the dataset, batch size, seed and the
-        other settings that decide which batch is which may not (the error names the field).
+        ``preload`` may differ from the saving loader's; the dataset, seed and the other settings
+        that decide which batch is which may not (the error names the field).
         ``skip_ahead=True`` lets a stream without ``state_dict()``/``load_state_dict()`` (and a
         ``parallel_stream``) resume by re-reading the epoch and discarding what was handed out.
         A state changed after it was made (its digest no longer matches) is refused unless
         ``allow_edited=True``; its fields are checked either way. An epoch's iterator still open
         is ended (its next ``next()`` says so); the next ``iter(loader)`` resumes.
+
+        Another number of ranks (docs/checkpointing.md): ``state`` may be the list of every
+        rank's states, in rank order, or (for a map dataset) one rank's state; saved with another
+        ``world_size``, rank or ``batch_size``, what no rank handed out of the epoch comes once
+        over this world. ``reweight=True`` loads the state of a ``MixedStream`` saved under other
+        weights or another schedule: each source goes on where it stood, under this mix's weights.
         """
         self._pipeline.load_state_dict(
-            state, check_bool("skip_ahead", skip_ahead), check_bool("allow_edited", allow_edited)
+            state, check_bool("skip_ahead", skip_ahead), check_bool("allow_edited", allow_edited),
+            check_bool("reweight", reweight),
         )
 
     def stats(self) -> Stats:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from .errors import ArgumentValueError
 from .loader import DataLoader as _Engine
 from .sampler import SequentialSampler as _OurSequentialSampler
-from .sampler import follow_dataset
+from .sampler._map import follow_dataset
 from .worker import get_worker_info
 
 try:
@@ -147,9 +147,12 @@ class DataLoader(_Engine):
                 self._pipeline.spec = replace(self._pipeline.spec, base_seed=drawn)
         return super().__iter__()
 
-    def load_state_dict(self, state: dict[str, Any], *, skip_ahead: bool = False, allow_edited: bool = False) -> None:
+    def load_state_dict(
+        self, state: dict[str, Any] | list[dict[str, Any]], *, skip_ahead: bool = False,
+        allow_edited: bool = False, reweight: bool = False,
+    ) -> None:
         """As :meth:`dataloader.DataLoader.load_state_dict`; the batches keep the saved seed."""
-        super().load_state_dict(state, skip_ahead=skip_ahead, allow_edited=allow_edited)
+        super().load_state_dict(state, skip_ahead=skip_ahead, allow_edited=allow_edited, reweight=reweight)
         self._seed_fixed = True
 
     def __getstate__(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from dataloader import (
     DataLoader,
     Infinite,
 )
-from dataloader.sampler import batches_from, yields_valid_indices
+from dataloader.sampler._reading import batches_from, yields_valid_indices
 
 MODES = ["batch_size", "max_tokens", "both"]
 

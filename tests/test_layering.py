@@ -18,7 +18,7 @@ LAYERS = [
      "_order_state", "_framework_hint"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
      "image_folder", "callable_source", "columnar", "mixing", "packing", "pad_collator", "_shares", "bucket_sampler", "_bucket_plan", "_remote", "_options",
-     "hooks", "argtypes"},
+     "hooks", "argtypes", "_world", "_index_batches", "_sampler_checks", "_reshard", "rank_states"},
     {"_stages", "_transport", "raydata", "_tune"},
     {"_workers", "_device"},
     {"_exec"},

@@ -70,7 +70,6 @@ def _state_after(loader: DataLoader, batches: int) -> dict:
         ({"seed": 0}, {"seed": 1}, "stream.seed"),
         ({"shuffle": False}, {"shuffle": True}, "stream.shuffle"),
         ({"shuffle_buffer": 50}, {"shuffle_buffer": 20}, "stream.shuffle_buffer"),
-        ({"world_size": 2, "rank": 0}, {"world_size": 2, "rank": 1}, "stream.rank"),
     ],
 )
 def test_a_parquet_stream_state_is_refused_by_a_stream_that_orders_rows_otherwise(tmp_path, saved, other, field):
@@ -78,6 +77,13 @@ def test_a_parquet_stream_state_is_refused_by_a_stream_that_orders_rows_otherwis
     state = _state_after(_stream_loader(folder, **saved), 3)
     with pytest.raises(ArgumentValueError, match=rf"saved by a loader with {field}="):
         _stream_loader(folder, **other).load_state_dict(state)
+
+
+def test_another_ranks_stream_state_alone_is_refused_saying_to_pass_every_ranks(tmp_path):
+    folder = _write(tmp_path / "data", 200)
+    state = _state_after(_stream_loader(folder, world_size=2, rank=0), 3)
+    with pytest.raises(ArgumentValueError, match="one rank's state cannot resume ParquetStream.*list of every rank"):
+        _stream_loader(folder, world_size=2, rank=1).load_state_dict(state)
 
 
 def test_another_file_set_is_refused_and_the_same_files_elsewhere_are_not(tmp_path):

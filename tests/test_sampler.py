@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataloader.errors import ArgumentTypeError, ArgumentValueError
+from dataloader._world import MAX_WORLD_SIZE
 from dataloader.sampler import (
-    MAX_WORLD_SIZE,
     Infinite,
     MapSampler,
     RandomSampler,
@@ -22,8 +22,8 @@ from dataloader.sampler import (
     Sampler,
     SequentialSampler,
     StreamSampler,
-    yields_valid_indices,
 )
+from dataloader.sampler._reading import yields_valid_indices
 
 FAST = settings(max_examples=60, deadline=None)
 

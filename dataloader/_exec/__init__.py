@@ -15,5 +15,6 @@
 - ``iterator.py``: :class:`LoaderIterator`, what ``iter(loader)`` returns.
 - ``checkpoint.py``: a loader's state (``state_dict``/``load_state_dict``): its format, the
   configuration and fingerprints it fits, its digest; ``state_fields.py`` checks its
-  position's fields one by one and against each other.
+  position's fields one by one and against each other; ``reshape.py`` reads every rank's
+  states (or one rank's) of another world size into where this loader resumes.
 """

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import copy
+import fnmatch
 from typing import Any
 
 from .._digest import digest, first_difference
@@ -73,6 +74,20 @@ def fresh_position(epoch: int, source: Source) -> dict[str, Any]:
     }
 
 
+def resumed_position(epoch: int, resume: Resume) -> dict[str, Any]:
+    """The position a loaded ``resume`` stands at, as a state holds it (before any batch)."""
+    return {
+        "epoch": epoch,
+        "low": resume.low,
+        "above": sorted(resume.above),
+        "partial": [list(entry) for entry in resume.partial],
+        "count": resume.count,
+        "workers": {str(worker): n for worker, n in sorted(resume.workers.items())},
+        "last_worker": resume.last_worker,
+        "source": copy.deepcopy(resume.token),
+    }
+
+
 def make_state(position: dict[str, Any], spec: Any, source: Source) -> dict[str, Any]:
     """The whole state: the format, the position, the configuration, a map dataset's own state,
     the seed drawn for an unseeded loader, and a digest of it all."""
@@ -87,27 +102,14 @@ def make_state(position: dict[str, Any], spec: Any, source: Source) -> dict[str,
     return state
 
 
-def read_state(state: Any, spec: Any, source: Source, skip_ahead: bool, allow_edited: bool = False) -> Resume:
+def read_state(
+    state: Any, spec: Any, source: Source, skip_ahead: bool, allow_edited: bool = False, reweight: bool = False
+) -> Resume:
     """Check ``state`` against this loader and return where it resumes; a clear error for a
     state of another format or configuration, an edited or corrupted one, or one the source
-    cannot restore."""
-    if not isinstance(state, dict):
-        raise ArgumentTypeError(
-            f"`state` must be the dict DataLoader.state_dict() returned; got {type(state).__name__}."
-        )
-    if state.get("format") != FORMAT:
-        older = (
-            " (a state of an older version of dataloader: resume at an epoch boundary instead, with set_epoch())"
-            if state.get("format") in _OLDER
-            else ""
-        )
-        raise ArgumentValueError(
-            f"`state` has format {state.get('format')!r}; this loader reads {FORMAT!r}{older}. Pass the "
-            "dict DataLoader.state_dict() returned (as saved, e.g. by torch.save or json.dumps)."
-        )
-    if not allow_edited:
-        _check_digest(state)
-    _check_config(state.get("config"), loader_config(spec, source))
+    cannot restore. ``reweight``: a mix's weights may differ (the stream's own check is told)."""
+    check_format(state, allow_edited)
+    _check_config(state.get("config"), loader_config(spec, source), _relaxed(reweight, world=False))
     epoch = field_int(state, "epoch")
     fields = checked_position(state, source, known_length(source), spec.options.repeats)
     by_worker = source.resumes_by_worker
@@ -126,6 +128,43 @@ def read_state(state: Any, spec: Any, source: Source, skip_ahead: bool, allow_ed
     )
     source.check_resume(resume.token, skip_ahead, epoch)
     return resume
+
+
+def check_format(state: Any, allow_edited: bool) -> None:
+    """Refuse what is not a loader state of this format, or one changed since it was made."""
+    if not isinstance(state, dict):
+        raise ArgumentTypeError(
+            f"`state` must be the dict DataLoader.state_dict() returned (or the list of every rank's); "
+            f"got {type(state).__name__}."
+        )
+    if state.get("format") != FORMAT:
+        older = (
+            " (a state of an older version of dataloader: resume at an epoch boundary instead, with set_epoch())"
+            if state.get("format") in _OLDER
+            else ""
+        )
+        raise ArgumentValueError(
+            f"`state` has format {state.get('format')!r}; this loader reads {FORMAT!r}{older}. Pass the "
+            "dict DataLoader.state_dict() returned (as saved, e.g. by torch.save or json.dumps)."
+        )
+    if not allow_edited:
+        _check_digest(state)
+
+
+def check_config(saved: Any, spec: Any, source: Source, reweight: bool, world: bool) -> None:
+    """:func:`_check_config` against this loader's configuration; ``world``: the world size,
+    rank and batch size may differ (a resume on another number of ranks)."""
+    _check_config(saved, loader_config(spec, source), _relaxed(reweight, world))
+
+
+# Where a configuration may differ: a mix's weights with reweight=True; the world (the loader's,
+# and every stream's own) and the batch size on a resume on another number of ranks.
+_REWEIGHT = ("stream.weights", "stream.schedule")
+_WORLD = ("world_size", "rank", "batch_size", "stream.world_size", "stream.rank", "stream.*.world_size", "stream.*.rank")
+
+
+def _relaxed(reweight: bool, world: bool) -> tuple[str, ...]:
+    return (_REWEIGHT if reweight else ()) + (_WORLD if world else ())
 
 
 def saved_base_seed(state: dict, spec: Any) -> int | None:
@@ -148,13 +187,14 @@ def _check_digest(state: dict) -> None:
         )
 
 
-def _check_config(saved: Any, mine: dict[str, Any]) -> None:
+def _check_config(saved: Any, mine: dict[str, Any], relaxed: tuple[str, ...] = ()) -> None:
     """Every setting that decides which batch is which must match; the error names the field
-    (a dataset's or stream's own field as ``stream.seed``, say)."""
+    (a dataset's or stream's own field as ``stream.seed``, say). Fields matching a pattern of
+    ``relaxed`` (``stream.*.rank``: a ``rank`` one level down) may differ."""
     if not isinstance(saved, dict):
         raise ArgumentTypeError(f"the state's config must be a dict; got {type(saved).__name__}.")
     for name, value in mine.items():
-        differing = first_difference(name, saved.get(name), value)
+        differing = first_difference(name, _without(saved.get(name), name, relaxed), _without(value, name, relaxed))
         if differing is None:
             continue
         field, theirs, value = differing
@@ -163,3 +203,19 @@ def _check_config(saved: Any, mine: dict[str, Any]) -> None:
             f"{field}={value!r} ({_WHY[name]}). Build the loader as the one that saved the "
             "state, or start it afresh without load_state_dict()."
         )
+
+
+def without_ranks(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` less the rank (the loader's, and every stream's own): what every rank's state
+    of one run shares."""
+    relaxed = ("rank", "stream.rank", "stream.*.rank")
+    return {name: _without(value, name, relaxed) for name, value in config.items()}
+
+
+def _without(value: Any, path: str, relaxed: tuple[str, ...]) -> Any:
+    """``value`` (the config field at ``path``) less what ``relaxed`` lets differ, at any depth."""
+    if any(fnmatch.fnmatchcase(path, pattern) for pattern in relaxed):
+        return None
+    if isinstance(value, dict):
+        return {key: _without(item, f"{path}.{key}", relaxed) for key, item in value.items()}
+    return value

@@ -29,7 +29,8 @@ from .._stages.buffering import Buffered
 from .._stages.consumer import Echo, MapBatches
 from .._stages.position import Position, Resume, Tally
 from .._stages.kinds import checked_sampler
-from .._stages.source import build_source, known_length
+from .._stages.build import build_source
+from .._stages.source import known_length
 from .._stages.streams import timed_reads
 from .._validate import warn_argument
 from ..errors import ArgumentValueError, ResumeWarning
@@ -38,10 +39,11 @@ from .._tune.tuner import Autotuner
 from ..monitor import MonitorSettings, Recorder, Stats
 from ..rng import draw_seed
 from ..transform._base import split_batch_transforms
-from .checkpoint import fresh_position, make_state, read_state, saved_base_seed
+from .checkpoint import fresh_position, make_state, resumed_position, saved_base_seed
 from .iterator import LoaderIterator
 from .parallel import ParallelExecutor
 from .pool_start import built_on, start_pool
+from .reshape import read_states
 from .serial import SerialExecutor
 from .spec import PipelineSpec
 
@@ -77,6 +79,7 @@ class Pipeline:
         self._resume: Resume | None = None  # where the next epoch starts, from load_state_dict()
         self._resume_state: dict | None = None  # the state it came from, for state_dict() until then
         self._allow_edited = False  # how it was loaded (a pickled copy loads it the same way)
+        self._reweight = False
         # Where the latest epoch stood when it was closed before its end (a break, an error).
         self._left_early: dict | None = None
 
@@ -132,10 +135,13 @@ class Pipeline:
             return  # superseded by a newer epoch, or a state was loaded since
         self._left_early = None if ran_out else iterator.position.snapshot()
 
-    def load_state_dict(self, state: dict, skip_ahead: bool = False, allow_edited: bool = False) -> None:
-        """Make the next epoch start where ``state`` was taken (see ``DataLoader.load_state_dict``);
-        an epoch still open is ended (its next ``next()`` says why)."""
-        resume = read_state(state, self.spec, self.source, skip_ahead, allow_edited)
+    def load_state_dict(
+        self, states: Any, skip_ahead: bool = False, allow_edited: bool = False, reweight: bool = False
+    ) -> None:
+        """Make the next epoch start where ``states`` (a state, or every rank's) were taken (see
+        ``DataLoader.load_state_dict``); an epoch still open is ended (its next ``next()`` says why)."""
+        resume, state, reshaped = read_states(states, self.spec, self.source, skip_ahead, allow_edited, reweight)
+        self.source.reader.reweight = reweight
         base_seed = saved_base_seed(state, self.spec)
         for iterator in list(self._open):
             iterator.end("replaced", "position")
@@ -148,15 +154,19 @@ class Pipeline:
             pool.shutdown()
         self.source.close()  # a fixed-size feed, say: the state says where it resumes
         self.epoch = int(state["epoch"])
+        if reshaped:  # what a state taken now says: this world's position, not the old one's
+            state = make_state(resumed_position(self.epoch, resume), self.spec, self.source)
         self._resume, self._resume_state = resume, copy.deepcopy(state)
         self._left_early = None
         self._allow_edited = allow_edited
+        self._reweight = reweight
 
-    def pending_resume(self) -> tuple[dict, bool, bool] | None:
-        """The state loaded and not yet run, with its ``skip_ahead`` and ``allow_edited``, or None."""
+    def pending_resume(self) -> tuple[dict, bool, bool, bool] | None:
+        """The state loaded and not yet run, with its ``skip_ahead``, ``allow_edited`` and
+        ``reweight``, or None."""
         if self._resume is None or self._resume_state is None:
             return None
-        return copy.deepcopy(self._resume_state), self._resume.skip_ahead, self._allow_edited
+        return copy.deepcopy(self._resume_state), self._resume.skip_ahead, self._allow_edited, self._reweight
 
     def set_epoch(self, epoch: int) -> bool:
         """Make the next epoch ``epoch``; True if the sampler should be told too. A loaded state

@@ -5,9 +5,15 @@
 - ``task.py``: :class:`BatchTask`, the unit of work (one batch's indices or raw samples).
 - ``kinds.py``: what kind a dataset is and which sampler goes with it (or the sampler that
   PyTorch's ``batch_size``/``shuffle``/``drop_last`` build).
-- ``source.py``: where an epoch's tasks come from; with ``kinds.py``, the only module that
-  knows dataset kinds (map, stream, a stream per worker, callable sources; fixed-size epochs
-  over any of them).
+- ``source.py``: :class:`Source`, the contract of where an epoch's tasks come from, and what
+  the kinds of source share.
+- ``build.py``: which source reads a dataset; with ``kinds.py``, the only module that knows
+  dataset kinds.
+- ``map_source.py``: a map dataset's source (one task per index list of the sampler), and its
+  resume on another number of ranks.
+- ``stream_sources.py``: a stream read by the main process, a stream per worker, a callable
+  source's batches or jobs.
+- ``fixed_epochs.py``: fixed-size epochs (``epoch_size``) over any source.
 - ``streams.py``: reading a stream in the main process or a worker: batches cut from it, a
   fresh pass each time it ends (fixed-size epochs), a thread that bounds the wait for it, and
   the stream's own position at every batch boundary.

@@ -9,7 +9,8 @@ from typing import Any
 from .._validate import check_bool, check_len, check_not_a_class, check_positive_int
 from ..dataset import StreamDataset
 from ..errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
-from ..sampler import RandomSampler, SequentialSampler, StreamSampler, follow_dataset
+from ..sampler import RandomSampler, SequentialSampler, StreamSampler
+from ..sampler._map import follow_dataset
 
 
 def is_stream(dataset: Any) -> bool:
@@ -62,7 +63,7 @@ def sampler_from_shortcuts(
 ) -> Any:
     """The sampler PyTorch's ``batch_size``/``shuffle``/``drop_last`` describe (None leaves an
     option at PyTorch's default); a clear error when ``sampler`` is given as well. A map
-    sampler built here follows the dataset's length (:func:`~dataloader.sampler.follow_dataset`)."""
+    sampler built here follows the dataset's length (:func:`~dataloader.sampler._map.follow_dataset`)."""
     shortcuts = (("batch_size", batch_size), ("shuffle", shuffle), ("drop_last", drop_last))
     given = [f"{name}={value!r}" for name, value in shortcuts if value is not None]
     if sampler is not None:

@@ -17,14 +17,17 @@ from .task import BatchTask
 T = TypeVar("T")
 
 
-def open_stream(dataset: Any, epoch: int, state: Any = None) -> Iterator[Any]:
+def open_stream(dataset: Any, epoch: int, state: Any = None, reweight: bool = False) -> Iterator[Any]:
     """``iter(dataset)`` for ``epoch``: a stream with ``set_epoch`` is told the epoch first,
     so its own shuffles follow the loader's epochs in the main process and in every worker.
-    ``state`` (from the stream's ``state_dict()``) is loaded next, so the iterator starts there."""
+    ``state`` (from the stream's ``state_dict()``) is loaded next, so the iterator starts there
+    (``reweight``: a mix's state saved under other weights, loaded with the mix's own)."""
     set_epoch = getattr(dataset, "set_epoch", None)
     if set_epoch is not None:
         set_epoch(epoch)
-    if state is not None:
+    if reweight:
+        dataset.load_state_dict(state, reweight=True)
+    elif state is not None:
         dataset.load_state_dict(state)
     make = getattr(type(dataset), "__iter__", None)
     if make is None:

@@ -5,7 +5,11 @@
 - ``_snapshot.py``: the files a reader was built on (size, modification time, inode on a local disk), checked
   each time a file is opened, so a file replaced meanwhile is an error, not wrong rows.
 - ``_streams.py``: ``ParquetStream`` and ``ArrowStream``, stream datasets sharded over ranks and workers.
+- ``_stream_stats.py``: ``StreamStats``, what a stream reports of an epoch, counted as it is read.
 - ``_sharding.py``: an epoch's order of units (row groups, record batches) cut between ranks and workers.
+- ``_planner.py``: epoch plans in turn, with the reshards of a run that changed its world size replayed.
+- ``_scattered.py``: runs of short pieces (a reshard's rest of a shuffle window) read once per unit.
+- ``_elastic.py``: the states of every rank of another world checked, and the reshard history a state carries.
 - ``_readers.py``: units' row counts from file metadata, and reading a piece of a unit.
 - ``_batching.py``: Arrow tables to shuffled windows, full batches and rows, column by column.
 - ``_arrow_dataset.py``: ``ArrowDataset``, random access over a table or memory-mapped Arrow IPC files.

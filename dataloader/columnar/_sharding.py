@@ -35,7 +35,7 @@ import numpy as np
 ORDER_STREAM = 0
 BUFFER_STREAM = 1
 
-_NO_PIECES = np.zeros((0, 3), dtype=np.int64)
+NO_PIECES = np.zeros((0, 3), dtype=np.int64)
 
 
 class Piece(NamedTuple):
@@ -57,6 +57,7 @@ class Layout:
     seed: int = 0
     equal: bool = False
     carry: bool = False  # equal=True only: the surplus starts the next epoch
+    shuffle_buffer: int = 0  # rows per shuffled window of a shard (a reshard needs it: see ._planner)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ class EpochPlan:
     batch_size: int
     equal: bool
     carried_in: int  # rows at the front that the previous epoch carried over
-    surplus: np.ndarray = field(default_factory=lambda: _NO_PIECES)  # rows after bound(world_size)
+    surplus: np.ndarray = field(default_factory=lambda: NO_PIECES)  # rows after bound(world_size)
+    generation: int = 0  # reshards this epoch's plan went through (see ._planner): keys its shuffle windows
 
     @property
     def rows(self) -> int:
@@ -83,11 +85,15 @@ class EpochPlan:
 
     @property
     def surplus_rows(self) -> int:
-        return self.rows - self.bound(self.world_size)
+        return pieces_rows(self.surplus)
+
+    def cut(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``[lo, hi)`` of the sequence as an array of pieces (unit, start, stop), none empty."""
+        return cut_pieces(self.sequence, self.offsets, lo, hi)
 
     def pieces(self, lo: int, hi: int) -> list[Piece]:
         """Rows ``[lo, hi)`` of the sequence as pieces of units, in order, none empty."""
-        return [Piece(*map(int, row)) for row in _cut(self.sequence, self.offsets, lo, hi)]
+        return [Piece(*map(int, row)) for row in self.cut(lo, hi)]
 
 
 def unit_order(units: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
@@ -97,17 +103,39 @@ def unit_order(units: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch, ORDER_STREAM]).permutation(units).astype(np.int64)
 
 
-def plan_epoch(layout: Layout, epoch: int, carried: np.ndarray = _NO_PIECES) -> EpochPlan:
+def window_rng(seed: int, epoch: int, rank: int, worker: int, window: int, generation: int = 0) -> np.random.Generator:
+    """What permutes window ``window`` of a shard's shuffle buffer; a resharded epoch's windows
+    (``generation`` > 0) draw from streams of their own."""
+    key = [seed, epoch, BUFFER_STREAM, rank, worker, window]
+    return np.random.default_rng(key + [generation] if generation else key)
+
+
+def plan_epoch(layout: Layout, epoch: int, carried: np.ndarray = NO_PIECES) -> EpochPlan:
     """The plan of ``epoch``, whose sequence starts with the ``carried`` pieces."""
     counts = np.asarray(layout.counts, dtype=np.int64)
     order = unit_order(len(counts), layout.shuffle, layout.seed, epoch)
     units = np.stack([order, np.zeros_like(order), counts[order]], axis=1)
     sequence = np.concatenate([carried, units]) if len(carried) else units
-    offsets = np.concatenate([[0], np.cumsum(sequence[:, 2] - sequence[:, 1])])
-    total, size, ranks = int(offsets[-1]), layout.batch_size, layout.world_size
-    surplus = _cut(sequence, offsets, _bound(total, size, ranks, layout.equal, ranks), total)
-    carried_rows = int(np.sum(carried[:, 2] - carried[:, 1])) if len(carried) else 0
-    return EpochPlan(epoch, sequence, offsets, ranks, size, layout.equal, carried_rows, surplus)
+    return planned(epoch, sequence, layout.world_size, layout, pieces_rows(carried))
+
+
+def planned(
+    epoch: int, sequence: np.ndarray, world_size: int, layout: Layout, carried_in: int,
+    surplus_before: np.ndarray = NO_PIECES, generation: int = 0,
+) -> EpochPlan:
+    """The plan that cuts ``sequence`` between ``world_size`` ranks; its surplus is
+    ``surplus_before`` (a reshard's: the old world's) and then the rows after the last block."""
+    offsets = np.concatenate([[0], np.cumsum(sequence[:, 2] - sequence[:, 1])]).astype(np.int64)
+    total, size = int(offsets[-1]), layout.batch_size
+    surplus = cut_pieces(sequence, offsets, _bound(total, size, world_size, layout.equal, world_size), total)
+    if len(surplus_before):
+        surplus = np.concatenate([surplus_before, surplus])
+    return EpochPlan(epoch, sequence, offsets, world_size, size, layout.equal, carried_in, surplus, generation)
+
+
+def pieces_rows(pieces: np.ndarray) -> int:
+    """The rows an array of pieces holds."""
+    return int(np.sum(pieces[:, 2] - pieces[:, 1])) if len(pieces) else 0
 
 
 def _bound(total: int, size: int, ranks: int, equal: bool, rank: int) -> int:
@@ -127,40 +155,10 @@ def shard_range(plan: EpochPlan, batch_size: int, rank: int, worker: int, worker
     return min(hi, lo + first * batch_size), min(hi, lo + last * batch_size)
 
 
-class Planner:
-    """Plans epochs for one layout; with ``carry`` each plan depends on the one before.
-
-    A carried plan is rebuilt from epoch 0 (or from the last plan made here),
-    so any process asked for any epoch arrives at the same answer.
-    """
-
-    def __init__(self, layout: Layout) -> None:
-        self.layout = layout
-        self._last: EpochPlan | None = None
-
-    def plan(self, epoch: int) -> EpochPlan:
-        if not self.layout.carry:
-            return plan_epoch(self.layout, epoch)
-        last = self._last
-        if last is not None and last.epoch == epoch:
-            return last
-        start, carried = 0, _NO_PIECES
-        if last is not None and last.epoch < epoch:  # carry on from the last plan made here
-            start, carried = last.epoch + 1, last.surplus
-        for number in range(start, epoch + 1):
-            last = plan_epoch(self.layout, number, carried)
-            carried = last.surplus
-        self._last = last
-        return last  # type: ignore[return-value]
-
-    def __getstate__(self) -> dict:
-        return {"layout": self.layout, "_last": None}  # a cache: rebuilt where it is needed
-
-
-def _cut(sequence: np.ndarray, offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
+def cut_pieces(sequence: np.ndarray, offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """The pieces holding rows ``[lo, hi)`` of ``sequence``, trimmed to them, none empty."""
     if hi <= lo:
-        return _NO_PIECES
+        return NO_PIECES
     first = int(np.searchsorted(offsets, lo, side="right")) - 1
     end = int(np.searchsorted(offsets, hi, side="left"))
     cut = sequence[first:end].copy()

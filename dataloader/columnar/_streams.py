@@ -8,25 +8,28 @@ them into rows or batches (:mod:`._batching`).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 import numpy as np
 
 from .._digest import digest
-from .._order_state import check_order, check_resume_epoch, fresh, order_of
+from .._order_state import check_resume_epoch, fresh, order_of
 from .._remote import RETRIES, access_from
 from .._validate import check_bool, check_choice, check_non_negative_int, check_optional_seed, check_positive_int
 from ..dataset import Collated, StreamDataset
 from ..errors import ArgumentValueError
-from ..sampler import resolve_world
+from .._world import resolve_world
 from ..worker import get_worker_info
 from ._batching import batch_rows, cut_batches, drop_rows, in_pieces, rows_of, shuffled_windows
 from ._convert import STRINGS, table_to_batch
+from ._elastic import check_state, check_world, gather, history_json, history_of, kept
 from ._files import ARROW_SUFFIXES, PARQUET_SUFFIXES, files_fingerprint, resolve_files
+from ._planner import Planner, Reshard
 from ._readers import ArrowUnits, ParquetUnits, Units
+from ._scattered import scattered
 from ._snapshot import stamps_fingerprint
-from ._sharding import BUFFER_STREAM, Layout, Piece, Planner, shard_range
+from ._stream_stats import Progress, StreamStats
+from ._sharding import Layout, Piece, shard_range, window_rng
 from ._table_dataset import check_fill_null
 
 SURPLUS = ("drop", "carry")
@@ -49,35 +52,13 @@ _WHY = {
 }
 
 
-@dataclass(frozen=True)
-class StreamStats:
-    """One epoch as this process saw it (see ``ParquetStream.stats``)."""
-
-    epoch: int
-    rows: int  # rows this process delivered so far in the epoch (after the filter)
-    shard_rows: int  # rows of the files in this process's shard (before the filter)
-    dropped: int  # the epoch's surplus, dropped (equal=True, surplus="drop"); the same everywhere
-    carried: int  # the epoch's surplus, carried into the next one (surplus="carry")
-    carried_in: int  # rows the previous epoch carried into this one (they come first)
-
-
-class _Progress:
-    """The mutable side of :class:`StreamStats`: the delivered rows are counted as they go."""
-
-    def __init__(self, epoch: int, shard_rows: int, surplus: int, carry: bool, carried_in: int) -> None:
-        self.epoch, self.shard_rows, self.carried_in = epoch, shard_rows, carried_in
-        self.dropped, self.carried = (0, surplus) if carry else (surplus, 0)
-        self.rows = 0
-
-    def snapshot(self) -> StreamStats:
-        return StreamStats(self.epoch, self.rows, self.shard_rows, self.dropped, self.carried, self.carried_in)
-
-
 class ColumnarStream(StreamDataset):
     """What :class:`ParquetStream` and :class:`ArrowStream` share; see :class:`ParquetStream`."""
 
     _suffixes: tuple[str, ...] = ()
     _units_type: type[Units] = Units
+    # load_state_dict() takes every rank's states of another world (a loader passes them on).
+    loads_rank_states = True
 
     def __init__(
         self, source: Any, *, batch_size: int | None = None, columns: Any = None, filter: Any = None,
@@ -109,11 +90,11 @@ class ColumnarStream(StreamDataset):
         self._check_equal(kind)
         self._planner = Planner(Layout(
             tuple(self._units.counts), self.world_size, self.batch_size or 1, self.shuffle, self.seed,
-            self.equal, self.equal and self.surplus == "carry",
+            self.equal, self.equal and self.surplus == "carry", self.shuffle_buffer,
         ))
         self._epoch: int | None = None  # set by set_epoch; None: count iter() calls
         self._iterations = 0
-        self._progress: _Progress | None = None
+        self._progress: Progress | None = None
         self._resume: tuple[int, int] | None = None  # (epoch, rows): where the next iter() starts
         self._fingerprint: dict[str, Any] | None = None  # order_fingerprint(), made once
         self._order_fields: dict[str, Any] | None = None  # what a state carries of it, made once
@@ -195,23 +176,56 @@ class ColumnarStream(StreamDataset):
             epoch, rows = (self._epoch if self._epoch is not None else self._iterations), 0
         else:
             epoch, rows = self._progress.epoch, self._progress.rows
-        return {"epoch": epoch, "rows": rows, "order": self._order()}
+        state = {"epoch": epoch, "rows": rows, "order": self._order()}
+        history = kept(self._planner.history, epoch, self._planner.layout.carry)
+        if history:  # a run that changed its world size: what rebuilds its plans
+            state["reshards"] = history_json(history)
+        return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Make the next ``iter()`` of epoch ``state["epoch"]`` start after ``state["rows"]`` rows
         of this shard. Without a filter or a shuffle buffer it starts reading there; otherwise it
         reads the shard from its start and drops those rows. A state of a stream over other
         files (or the same files rewritten since), with another shuffle, seed, batch size or
-        world, is refused, as a loader refuses it."""
+        world, is refused, as a loader refuses it.
+
+        On another world size, pass the list of every rank's state of the saving run, in rank
+        order (one ``all_gather_object``): the next ``iter()`` of that epoch delivers this rank's
+        share of the rows the old ranks had not delivered (see the "Resuming on another world
+        size" section of the columnar guide). A list from this world loads this rank's state."""
         kind = type(self).__name__
-        if not (isinstance(state, Mapping) and {"epoch", "rows", "order"} <= set(state)):
+        mine = self._order()
+        if isinstance(state, (list, tuple)):
+            world = gather(kind, state, mine, _WHY)
+            if world != self.world_size:
+                self._reshard(kind, state)
+                return
+            state = state[self.rank]
+        check_state(kind, state, mine, _WHY)
+        check_world(kind, state, mine)
+        epoch = check_non_negative_int("epoch", state["epoch"])
+        rows = check_non_negative_int("rows", state["rows"])
+        self._adopt(history_of(kind, state), epoch)
+        self._resume = (epoch, rows)
+
+    def _reshard(self, kind: str, states: list[dict[str, Any]]) -> None:
+        """Load every old rank's state: the epoch goes on with their remaining rows, cut anew."""
+        if self._units.filter is not None:
             raise ArgumentValueError(
-                f"{kind}.load_state_dict: the state must be what a {kind}'s state_dict() returned, a "
-                f"dict of 'epoch', 'rows' and 'order'; got {state!r}. (A state saved by an older "
-                "version holds no 'order': start the epoch afresh.)"
+                f"{kind}.load_state_dict: a stream with a filter resumes only on the world that saved the "
+                "state: the rows after each rank's delivered matches are known only by reading its shard. "
+                "Resume on the same world_size, or at the start of the next epoch (set_epoch)."
             )
-        check_order(kind, "stream", state["order"], self._order(), _WHY)
-        self._resume = (check_non_negative_int("epoch", state["epoch"]), check_non_negative_int("rows", state["rows"]))
+        epoch = check_non_negative_int("epoch", states[0]["epoch"])
+        rows = tuple(check_non_negative_int("rows", state["rows"]) for state in states)
+        self._adopt(history_of(kind, states[0]) + (Reshard(epoch, len(states), rows),), epoch)
+        self._resume = (epoch, 0)
+
+    def _adopt(self, history: tuple[Reshard, ...], epoch: int) -> None:
+        """Plan with ``history`` from now on, once its plan of ``epoch`` is made (which checks it)."""
+        planner = Planner(self._planner.layout, kept(history, epoch, self._planner.layout.carry))
+        planner.plan(epoch)
+        self._planner = planner
 
     def _order(self) -> dict[str, Any]:
         """What a state carries of :meth:`order_fingerprint` (:func:`~dataloader._order_state.order_of`),
@@ -229,32 +243,33 @@ class ColumnarStream(StreamDataset):
             check_resume_epoch(type(self).__name__, "rows", resume[0], epoch)
         done = resume[1] if resume is not None else 0
         seek = done if self._seekable() else 0  # start reading there, or read and drop `done` rows
-        progress, pieces, worker = self._start(epoch, seek)
+        progress, pieces, window_key = self._start(epoch, seek)
         progress.rows = done
         self._progress = progress
-        return self._read(progress, pieces, worker, done - seek)
+        return self._read(progress, pieces, window_key, done - seek)
 
     def _seekable(self) -> bool:
         """Whether row ``n`` of a shard is row ``n`` of its pieces (no filter, no shuffle buffer)."""
         return self._units.filter is None and self.shuffle_buffer <= 1
 
-    def _start(self, epoch: int, skip: int = 0) -> tuple[_Progress, list[Piece], int]:
+    def _start(self, epoch: int, skip: int = 0) -> tuple[Progress, list[Piece], tuple[int, ...]]:
         """This shard's plan for ``epoch``: its progress record, its pieces (from row ``skip`` of
-        the shard on), its worker id."""
+        the shard on), what keys its shuffle windows (see :func:`window_rng`)."""
         plan = self._planner.plan(epoch)
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         lo, hi = shard_range(plan, self.batch_size or 1, self.rank, worker, workers)
-        progress = _Progress(epoch, hi - lo, plan.surplus_rows, self._planner.layout.carry, plan.carried_in)
-        return progress, plan.pieces(min(lo + skip, hi), hi), worker
+        progress = Progress(epoch, hi - lo, plan.surplus_rows, self._planner.layout.carry, plan.carried_in)
+        return progress, plan.pieces(min(lo + skip, hi), hi), (self.seed, epoch, self.rank, worker, plan.generation)
 
-    def _read(self, progress: _Progress, pieces: list[Piece], worker: int, drop: int = 0) -> Iterator[Any]:
+    def _read(self, progress: Progress, pieces: list[Piece], window_key: tuple[int, ...], drop: int = 0) -> Iterator[Any]:
         reader = self._units.reader()
         try:
-            tables = reader.tables(pieces)
+            resharded = window_key[-1] and self._units.filter is None  # short pieces: read per unit
+            tables = scattered(reader.tables, pieces) if resharded else reader.tables(pieces)
             if self.shuffle_buffer > 1:
-                window_rng = functools.partial(_window_rng, self.seed, progress.epoch, self.rank, worker)
-                tables = shuffled_windows(tables, self.shuffle_buffer, window_rng)
+                rng_for = functools.partial(_window, window_key)
+                tables = shuffled_windows(tables, self.shuffle_buffer, rng_for)
             if drop:
                 tables = drop_rows(tables, drop)
             chunks = (self._to_batch(piece) for piece in in_pieces(tables))
@@ -280,8 +295,9 @@ class ColumnarStream(StreamDataset):
         return state
 
 
-def _window_rng(seed: int, epoch: int, rank: int, worker: int, window: int) -> np.random.Generator:
-    return np.random.default_rng([seed, epoch, BUFFER_STREAM, rank, worker, window])
+def _window(key: tuple[int, ...], window: int) -> np.random.Generator:
+    seed, epoch, rank, worker, generation = key
+    return window_rng(seed, epoch, rank, worker, window, generation)
 
 
 class ParquetStream(ColumnarStream):

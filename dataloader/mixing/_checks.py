@@ -12,11 +12,14 @@ from ..errors import ArgumentTypeError, ArgumentValueError
 from ._sources import Member
 
 STATE_KEYS = ("epoch", "taken", "delivered", "exhausted", "state")  # of each source in a state
+REWEIGHTED = ("weights", "schedule")  # the fields of the order that reweight=True lets differ
+WORLD = ("world_size", "rank")  # the fields of the order that differ between the states of a list
 # Why each part of a mix's order_fingerprint() must match for a state to resume it.
 _WHY = {
     "kind": "a state of another kind of stream places nothing here",
     "sources": "the sources would read other items, or the same items in another order",
-    "weights": "the draws pick sources by the weights",
+    "weights": "the draws pick sources by the weights; load_state_dict(state, reweight=True) "
+               "takes a state saved under other weights or another schedule",
     "stop": "it decides which items an epoch holds",
     "seed": "the seed fixes the draws and the map sources' order",
     "world_size": "each process's share of the sources depends on it",
@@ -98,6 +101,32 @@ def common_batch_size(members: list[Member]) -> int | None:
     return size if isinstance(size, int) else None
 
 
+def _check_rank_sources(saved: Any, members: list[Member], order: dict[str, Any]) -> None:
+    """The sources of an old rank's state are this mix's: the same names, and each the same
+    source, except a stream that shards itself (its fingerprint holds its world), whose own
+    ``load_state_dict(list)`` checks its old ranks' states."""
+    theirs = saved.get("sources") if isinstance(saved, Mapping) else None
+    mine = order["sources"]
+    if not isinstance(theirs, Mapping) or sorted(theirs) != sorted(mine):
+        check_order("MixedStream", "mix", {"sources": theirs}, {"sources": mine}, _WHY)
+    for member in members:
+        if getattr(member.source, "loads_rank_states", False) is not True:
+            check_order("MixedStream", "mix", {"sources": {member.name: theirs[member.name]}},  # type: ignore[index]
+                        {"sources": {member.name: mine[member.name]}}, _WHY)
+
+
+def _is_layout(layout: Any) -> bool:
+    """Whether ``layout`` is a map source's cut after reshards: ``[[world, [taken per rank]], ...]``."""
+    def whole(value: Any, least: int) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    return isinstance(layout, list) and all(
+        isinstance(layer, (list, tuple)) and len(layer) == 2 and whole(layer[0], 1)
+        and isinstance(layer[1], (list, tuple)) and len(layer[1]) == layer[0]
+        and all(whole(taken, 0) for taken in layer[1])
+        for layer in layout
+    )
+
+
 def check_world(members: list[Member], world_size: int, rank: int) -> None:
     """A source that shards itself for another world than the mix's would read another share."""
     for member in members:
@@ -110,9 +139,13 @@ def check_world(members: list[Member], world_size: int, rank: int) -> None:
             )
 
 
-def checked_state(state: Any, members: list[Member], order: dict[str, Any]) -> dict[str, Any]:
+def checked_state(
+    state: Any, members: list[Member], order: dict[str, Any], reweight: bool = False, any_world: bool = False,
+) -> dict[str, Any]:
     """``state`` if it is a ``state_dict()`` of a mix whose ``order_fingerprint()`` is ``order``
-    (the same sources, weights, stop, seed and world), else an error naming what differs."""
+    (the same sources, weights, stop, seed and world; ``reweight``: any weights or schedule;
+    ``any_world``: any world, for one state of a list of every rank's), else an error naming
+    what differs."""
     names = [m.name for m in members]
     if not (isinstance(state, Mapping) and {"epoch", "draws", "sources", "order"} <= set(state)
             and isinstance(state["sources"], Mapping)):
@@ -121,7 +154,25 @@ def checked_state(state: Any, members: list[Member], order: dict[str, Any]) -> d
             f"returned, a dict of 'epoch', 'draws', 'sources' and 'order'; got {state!r}. (A state "
             "saved by an older version holds no 'order': start the epoch afresh.)"
         )
-    check_order("MixedStream", "mix", state["order"], order, _WHY)
+    saved_order, mine = state["order"], order
+    ignored = (REWEIGHTED if reweight else ()) + (WORLD + ("sources",) if any_world else ())
+    if isinstance(saved_order, Mapping):
+        saved_order = {key: value for key, value in saved_order.items() if key not in ignored}
+        order = {key: value for key, value in order.items() if key not in ignored}
+        world = state["order"].get("world_size")
+        if not any_world and isinstance(world, int) and world != order["world_size"]:
+            check_order("MixedStream", "mix", {**saved_order, "world_size": order["world_size"],
+                                                "rank": order["rank"]}, order, _WHY)
+            raise ArgumentValueError(
+                f"MixedStream.load_state_dict: the state was saved by rank {state['order'].get('rank')!r} "
+                f"of a world of {world}; this mix is rank {order['rank']} of {order['world_size']}. One "
+                "rank's state does not say where the others stood: pass the list of every old rank's "
+                "state, in rank order, to load_state_dict(states) (a DataLoader: the list of its "
+                "states, from dataloader.gather_states or load_rank_states)."
+            )
+    check_order("MixedStream", "mix", saved_order, order, _WHY)
+    if any_world:
+        _check_rank_sources(state["order"], members, mine)
     unknown = [name for name in state["sources"] if name not in names]
     if unknown:
         raise ArgumentValueError(
@@ -135,8 +186,20 @@ def checked_state(state: Any, members: list[Member], order: dict[str, Any]) -> d
             )
         for key in ("epoch", "taken", "delivered"):
             check_non_negative_int(f"state['sources'][{name!r}][{key!r}]", saved[key])
+        if not _is_layout(saved.get("layout", [])):
+            raise ArgumentValueError(
+                f"MixedStream.load_state_dict: state['sources'][{name!r}]['layout'] must be a list of "
+                f"[world_size, [items taken per rank]] (one per reshard); got {saved['layout']!r}. "
+                "Load the state as state_dict() returned it."
+            )
     check_non_negative_int("state['epoch']", state["epoch"])
     check_non_negative_int("state['draws']", state["draws"])
+    if "drawn" in state and check_non_negative_int("state['drawn']", state["drawn"]) < state["draws"]:
+        raise ArgumentValueError(
+            f"MixedStream.load_state_dict: state['drawn'] ({state['drawn']}) is less than "
+            f"state['draws'] ({state['draws']}), the items of its epoch alone; the state was edited. "
+            "Load the state as state_dict() returned it."
+        )
     for member in members:
         saved = state["sources"].get(member.name)
         refused = getattr(member.source, "resume_refused", None)

@@ -8,7 +8,7 @@ from .._digest import qualified_name
 from .._order_state import check_resume_epoch, fresh, order_of
 from .._validate import check_choice, check_non_negative_int, check_optional_seed, check_positive_int
 from ..dataset import StreamDataset
-from ..sampler import resolve_world
+from .._world import resolve_world
 from ..worker import get_worker_info
 from ._checks import METHODS, checked_state, fields_of, pads_of, transform_of
 from ._run import Plan, Run

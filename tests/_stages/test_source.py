@@ -19,14 +19,10 @@ from dataloader._options import LoaderOptions
 from dataloader._stages.consumer import Reassemble
 from dataloader._stages.shard import ShardReader
 from dataloader._stages.streams import batches_of, restarting, timed_stream
-from dataloader._stages.source import (
-    CallableTasks,
-    FixedEpochs,
-    MapSource,
-    StreamSource,
-    WorkerStreamSource,
-    build_source,
-)
+from dataloader._stages.build import build_source
+from dataloader._stages.fixed_epochs import FixedEpochs
+from dataloader._stages.map_source import MapSource
+from dataloader._stages.stream_sources import CallableTasks, StreamSource, WorkerStreamSource
 from dataloader._stages.kinds import checked_sampler
 from dataloader._stages.task import listed
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError, LoaderTimeoutError

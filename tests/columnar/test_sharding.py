@@ -9,7 +9,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader.columnar._sharding import Layout, Piece, Planner, plan_epoch, shard_range, unit_order
+from dataloader.columnar._planner import Planner
+from dataloader.columnar._sharding import Layout, Piece, plan_epoch, shard_range, unit_order
 
 FAST = settings(max_examples=150, deadline=None)
 
