@@ -233,11 +233,11 @@ def test_interpreter_exit_with_a_live_iterator_leaves_nothing(no_leaks, start_me
 
 # -- many short epochs -----------------------------------------------------------------
 
-CYCLES = 300  # a descriptor, thread or segment kept per cycle shows after the first
+CYCLES = 150  # a descriptor, thread or segment kept per cycle shows after the first
 
 
 @pytest.mark.timeout(600)
-def test_three_hundred_open_iterate_close_cycles_leave_nothing(no_leaks, record_property):
+def test_open_iterate_close_cycles_leave_nothing(no_leaks, record_property):
     loader = loader_over(Numbers(64), "fork", num_workers=1)
     fds_after_first = None
     started = time.monotonic()
