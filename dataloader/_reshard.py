@@ -90,12 +90,18 @@ def left_after(units: int, reshard: Reshard) -> np.ndarray:
     handed = np.zeros(units, dtype=bool)
     if units == 0:
         return np.flatnonzero(handed)
-    for rank in range(world):
+    # Every rank's first `common` local positions together are the global prefix [0, world * common):
+    # one slice for ranks in step (the usual case), and only what a rank did beyond it, rank by rank.
+    firsts = [min(reshard.of_rank(rank).low * size, share) for rank in range(world)]
+    common = min(firsts)
+    handed[: min(world * common, units)] = True
+    for rank, first in enumerate(firsts):
         done = reshard.of_rank(rank)
-        locals_ = [np.arange(min(done.low * size, share), dtype=np.int64)]
+        locals_ = [np.arange(common, first, dtype=np.int64)]
         locals_ += [np.arange(k * size, min((k + 1) * size, share), dtype=np.int64) for k in done.extra]
         local = np.concatenate(locals_)
-        handed[(rank + world * local) % units] = True
+        if len(local):
+            handed[(rank + world * local) % units] = True
     return np.flatnonzero(~handed)
 
 

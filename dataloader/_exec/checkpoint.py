@@ -151,10 +151,10 @@ def check_format(state: Any, allow_edited: bool) -> None:
         _check_digest(state)
 
 
-def check_config(saved: Any, spec: Any, source: Source, reweight: bool, world: bool) -> None:
-    """:func:`_check_config` against this loader's configuration; ``world``: the world size,
-    rank and batch size may differ (a resume on another number of ranks)."""
-    _check_config(saved, loader_config(spec, source), _relaxed(reweight, world))
+def check_config(saved: Any, mine: dict[str, Any], reweight: bool, world: bool) -> None:
+    """:func:`_check_config` against this loader's configuration ``mine`` (:func:`loader_config`);
+    ``world``: the world size, rank and batch size may differ (a resume on another number of ranks)."""
+    _check_config(saved, mine, _relaxed(reweight, world))
 
 
 # Where a configuration may differ: a mix's weights with reweight=True; the world (the loader's,

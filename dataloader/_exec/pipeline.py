@@ -79,7 +79,6 @@ class Pipeline:
         self._resume: Resume | None = None  # where the next epoch starts, from load_state_dict()
         self._resume_state: dict | None = None  # the state it came from, for state_dict() until then
         self._allow_edited = False  # how it was loaded (a pickled copy loads it the same way)
-        self._reweight = False
         # Where the latest epoch stood when it was closed before its end (a break, an error).
         self._left_early: dict | None = None
 
@@ -159,14 +158,13 @@ class Pipeline:
         self._resume, self._resume_state = resume, copy.deepcopy(state)
         self._left_early = None
         self._allow_edited = allow_edited
-        self._reweight = reweight
 
     def pending_resume(self) -> tuple[dict, bool, bool, bool] | None:
         """The state loaded and not yet run, with its ``skip_ahead``, ``allow_edited`` and
         ``reweight``, or None."""
         if self._resume is None or self._resume_state is None:
             return None
-        return copy.deepcopy(self._resume_state), self._resume.skip_ahead, self._allow_edited, self._reweight
+        return copy.deepcopy(self._resume_state), self._resume.skip_ahead, self._allow_edited, self.source.reader.reweight
 
     def set_epoch(self, epoch: int) -> bool:
         """Make the next epoch ``epoch``; True if the sampler should be told too. A loaded state

@@ -32,7 +32,8 @@ def read_states(
     config = group[0].get("config")
     if not isinstance(config, dict):
         raise ArgumentTypeError(f"the state's config must be a dict; got {type(config).__name__}.")
-    mine = _world_of(spec, source)
+    config_here = loader_config(spec, source)
+    mine = (config_here["world_size"], config_here["rank"], config_here["batch_size"])
     theirs = (config.get("world_size"), config.get("rank"), config.get("batch_size"))
     if many and (theirs[0], theirs[2]) == (mine[0], mine[2]):
         group, many = [group[mine[1]]], False  # this rank's own state: the exact same-world resume
@@ -45,7 +46,7 @@ def read_states(
             "needs the world the state was saved in. Load the state as DataLoader.state_dict() returned it."
         )
     for state in group:
-        check_config(state.get("config"), spec, source, reweight, world=True)
+        check_config(state.get("config"), config_here, reweight, world=True)
     positions = [_position(state, source, spec) for state in group]
     one_for_all = len(group) == 1 and theirs[0] > 1
     if one_for_all and group[0]["above"]:
@@ -65,6 +66,7 @@ def _checked_group(states: list, allow_edited: bool) -> list[dict]:
         check_format(state, allow_edited)
     first = states[0].get("config") or {}
     world = first.get("world_size")
+    shared = without_ranks(first)
     if world != len(states):
         raise ArgumentValueError(
             f"the list holds {len(states)} states, but they were saved in a world of {world!r} ranks: "
@@ -78,7 +80,7 @@ def _checked_group(states: list, allow_edited: bool) -> list[dict]:
                 f"{config.get('world_size')!r}: pass every rank's state of one world, in rank order "
                 "(gather_states and load_rank_states return them so)."
             )
-        if without_ranks(config) != without_ranks(first) or state.get("epoch") != states[0].get("epoch"):
+        if without_ranks(config) != shared or state.get("epoch") != states[0].get("epoch"):
             raise ArgumentValueError(
                 f"rank {rank}'s state was saved by a loader configured otherwise than rank 0's, or in "
                 f"another epoch ({state.get('epoch')!r}, rank 0: {states[0].get('epoch')!r}): pass the "
@@ -93,12 +95,6 @@ def _position(state: dict, source: Source, spec: Any) -> dict:
     fields = checked_position(state, source, None, spec.options.repeats)
     partial = [list(entry) for entry in fields["partial"]]
     return {**fields, "partial": partial, "source": state["source"]}
-
-
-def _world_of(spec: Any, source: Source) -> tuple[Any, Any, Any]:
-    """This loader's (world size, rank, batch size), as its states' configs hold them."""
-    config = loader_config(spec, source)
-    return config["world_size"], config["rank"], config["batch_size"]
 
 
 def _check_reweights(source: Source) -> None:

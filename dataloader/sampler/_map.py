@@ -128,7 +128,10 @@ class MapSampler(Sampler):
         if not self._pending():
             return self.num_samples
         if self._left_count is None or self._left_count[0] != self.epoch:
-            self._left_count = (self.epoch, len(self._left(np.arange(self.num_samples))))
+            count = self.num_samples  # what is left depends on the counts alone, not on the order
+            for reshard in self._pending():
+                count = len(left_after(count, reshard))
+            self._left_count = (self.epoch, count)
         return self._left_count[1]
 
     def reshard_from(self, states: list[dict[str, Any]], handed: tuple[Handed, ...]) -> None:
