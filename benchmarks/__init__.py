@@ -23,12 +23,15 @@ Benches (each a module with ``main(argv)``):
 - ``serial_cost``: CPU per batch of the serial path on small samples, against another checkout.
 - ``packing``: ``PackedStream`` against Grain's first-fit and best-fit packers (padding and
   throughput), and ``BucketSampler``'s padding against random batches.
+- ``freethreading``: thread workers on free-threaded Python 3.14t against process workers there
+  and on Python 3.14 with the GIL (samples/s, peak memory), each run in a child interpreter.
 
 Their parts: ``config``, ``workloads``, ``small``, ``batches``, ``loaders``, ``measure``,
 ``schedule``, ``summary``, ``tables``, ``machine`` and ``plot`` (the ``compare`` bench);
 ``floor_workers``; ``vision_ops``; ``columnar_contenders`` and ``columnar_data``;
 ``autotune_runs``, ``autotune_measure`` and ``autotune_report``; ``remote_contenders`` and
-``remote_data``; ``packing_contenders`` and ``packing_data``; and, shared by all,
+``remote_data``; ``packing_contenders`` and ``packing_data``; ``freethreading_runs``,
+``freethreading_child``, ``freethreading_workloads`` and ``freethreading_report``; and, shared by all,
 ``repetitions`` (rotating order, paired medians), ``output`` (cells, tables, JSON) and
 ``options`` (the command-line options they share).
 """
@@ -46,4 +49,5 @@ BENCHES = {
     "remote": "Parquet and tar streams from S3 (local moto, 0/20/50 ms latency) vs local disk and WebDataset",
     "serial_cost": "CPU per batch with num_workers=0 on small samples, this checkout or another (--tree)",
     "packing": "PackedStream vs Grain's packers (padding, throughput); BucketSampler vs random batches",
+    "freethreading": "thread vs process workers on free-threaded 3.14t, and vs 3.14 (GIL) processes",
 }

@@ -142,11 +142,13 @@ def tuning_records(stats: Any) -> list[dict]:
 
 def measure_loader(
     options: dict[str, Any], consume: Callable[[Any], Any], warmup_s: float, seconds: float,
-    sampler: TreeMemorySampler, default_batch: int = 1,
+    sampler: TreeMemorySampler, default_batch: int = 1, warmup_from_first: bool = False,
 ) -> Measured:
     """Run ``DataLoader(**options)`` for ``warmup_s`` untimed seconds (at least one batch), then
-    ``seconds`` timed; ``consume`` gets every batch. Errors (of the options, of the data)
-    propagate, with the workers stopped."""
+    ``seconds`` timed; ``consume`` gets every batch. The warm-up counts from ``iter(loader)``,
+    or with ``warmup_from_first`` from the first batch (so that workers' start-up, seconds
+    under forkserver, does not use it up). Errors (of the options, of the data) propagate,
+    with the workers stopped."""
     gc.collect()
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     sampler.reset()
@@ -157,7 +159,8 @@ def measure_loader(
         start = time.perf_counter()
         epochs.open()
     try:
-        timed = _timed(epochs, consume, start, warmup_s, seconds, default_batch)
+        timed = _timed(epochs, consume, start, warmup_s, seconds, default_batch,
+                       warmup_from_first)
         sampler.sample()
     finally:
         epochs.finish()
@@ -172,8 +175,9 @@ def measure_loader(
 
 
 def _timed(epochs: _Epochs, consume: Callable[[Any], Any], start: float, warmup_s: float,
-           seconds: float, default_batch: int) -> dict[str, Any]:
-    """Batches until ``warmup_s`` after ``start`` and then ``seconds`` more: the timed rate."""
+           seconds: float, default_batch: int, from_first: bool = False) -> dict[str, Any]:
+    """Batches until ``warmup_s`` after ``start`` (``from_first``: after the first batch) and
+    then ``seconds`` more: the timed rate."""
     first, batches, samples, timed, timer = float("nan"), 0, 0, 0, None
     for batch in epochs:
         consume(batch)
@@ -182,6 +186,7 @@ def _timed(epochs: _Epochs, consume: Callable[[Any], Any], start: float, warmup_
         now = time.perf_counter()
         if batches == 1:
             first = now - start
+            start = now if from_first else start
         if timer is None:
             if now - start >= warmup_s:
                 timer = now

@@ -68,3 +68,9 @@ def in_worker_process() -> bool:
     """Whether this process is a loader's worker process: a crash here is a worker's death,
     which the main process reports (a thread worker is in the main process: False)."""
     return _worker_process
+
+
+def in_thread_worker() -> bool:
+    """Whether the calling thread is a loader's thread worker (``worker_type="thread"``), which
+    shares the objects it reads with the other worker threads of its loader."""
+    return not _worker_process and getattr(_state, "info", None) is not None

@@ -15,6 +15,7 @@ from ._validate import (
     check_positive_int,
     check_timeout,
 )
+from ._gil import default_worker_type
 from ._failure_book import DEFAULT_MAX_ERRORS, ON_ERROR, check_max_errors
 from .errors import ArgumentTypeError, ArgumentValueError
 from .memory import max_workers, shm_ceiling
@@ -50,7 +51,8 @@ class LoaderOptions:
     worker_init_fn: Callable[[int], None] | None = None
     # None: sized from the first batches (see the transport's budget rules).
     shm_budget: int | None = None
-    worker_type: str = "process"
+    # None: threads where the GIL is off (a free-threaded build), processes elsewhere (_gil.py).
+    worker_type: str | None = None
     # One batch converted ahead hides one copy; more only helps when copy
     # times vary a lot, and each costs a batch of device memory.
     preload_depth: int = 1
@@ -74,6 +76,9 @@ class LoaderOptions:
     def __post_init__(self) -> None:
         # Checked values are stored as the checks return them (a NumPy integer as an int,
         # an infinite timeout as 0), so nothing downstream meets a type it did not expect.
+        if self.worker_type is None:  # num_workers=0 starts no worker: nothing to decide or report
+            chosen = default_worker_type(self.multiprocessing_context) if self.num_workers != 0 else "process"
+            object.__setattr__(self, "worker_type", chosen)
         check_choice("worker_type", self.worker_type, WORKER_TYPES)
         checked = {
             "num_workers": _check_workers(self.num_workers, self.worker_type),

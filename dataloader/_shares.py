@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import collections
 import itertools
+import threading
 from typing import Any, Iterator
 
 from ._digest import qualified_name
+from ._local import in_thread_worker
 from .dataset import StreamDataset
 from .errors import ArgumentTypeError
 
@@ -46,7 +48,39 @@ def keeps_state(source: Any) -> bool:
 def open_stream(source: Any, epoch: int, state: Any = None, skip: int = 0) -> Iterator[Any]:
     """Stream ``source``'s items of ``epoch``: from ``state`` (its own ``state_dict()``) when
     given, else from the start with the first ``skip`` dropped (iter() is called once: a stream
-    that is its own iterator may start over on a second call)."""
+    that is its own iterator may start over on a second call).
+
+    In a thread worker the source may be shared with the other worker threads (a mix's or a
+    packer's source: each worker has its own copy of the mix, not of what it wraps), so telling
+    it the epoch and opening it is one step under that source's own lock, as far as the first
+    item: otherwise another thread's ``set_epoch`` may land between this thread's and its
+    ``iter()`` (or the first lines of a generator ``__iter__``, which run at the first
+    ``next()``). One lock per source, not one for all: threads opening other sources (another
+    loader's, read inside this source's first item) go on."""
+    if not in_thread_worker():
+        return _opened(source, epoch, state, skip)
+    with _opening_lock(source):
+        items = _opened(source, epoch, state, skip)
+        first = next(items, _END)
+    return iter(()) if first is _END else itertools.chain((first,), items)
+
+
+# Reentrant: a mix may hold one source twice. Keyed by id(): a source need not be hashable or
+# weakly referable; an id reused by a later object shares a lock, which only serialises more.
+_OPENING: dict[int, threading.RLock] = {}
+_OPENING_GUARD = threading.Lock()
+_END = object()
+
+
+def _opening_lock(source: Any) -> threading.RLock:
+    with _OPENING_GUARD:
+        lock = _OPENING.get(id(source))
+        if lock is None:
+            lock = _OPENING[id(source)] = threading.RLock()
+        return lock
+
+
+def _opened(source: Any, epoch: int, state: Any, skip: int) -> Iterator[Any]:
     set_epoch = getattr(source, "set_epoch", None)
     if set_epoch is not None:
         set_epoch(epoch)

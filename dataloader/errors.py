@@ -74,6 +74,10 @@ class ImageDecodeError(DataLoaderError, OSError):
     """An image file exists but cannot be decoded (corrupt, truncated, not an image)."""
 
 
+class ImageBackendError(DataLoaderError, ImportError):
+    """The image library asked for (``DATALOADER_IMAGE_BACKEND``) or needed is not installed."""
+
+
 class DataFileError(DataLoaderError, OSError):
     """A data file cannot be read as the dataset or stream was built on it: it is gone,
     truncated, corrupt, or no longer the file whose metadata the reader planned with.
@@ -152,6 +156,11 @@ class RayDataError(DataLoaderError, RuntimeError):
 class ResumeWarning(UserWarning):
     """A resume that is exact only under a condition the loader cannot check: a sampler
     without ``state_dict()`` is iterated afresh and the batches handed out are skipped."""
+
+
+class GILWarning(RuntimeWarning):
+    """A free-threaded Python whose GIL an extension module turned back on: the loader's
+    default workers are processes, not threads (shown once per process)."""
 
 
 class FrameworkWarning(UserWarning):

@@ -9,11 +9,12 @@ from typing import Any, Callable
 import numpy as np
 
 from ._digest import digest
+from ._image_codec import decode_bgr
 from ._validate import check_bool
 from .dataset import Dataset
-from .errors import ArgumentTypeError, ArgumentValueError, ImageDecodeError
+from .errors import ArgumentTypeError, ArgumentValueError
 
-#: Extensions read by default (compared case-insensitively); OpenCV decodes all of them.
+#: Extensions read by default (compared case-insensitively); OpenCV and Pillow decode all of them.
 IMAGE_EXTENSIONS = (
     ".bmp", ".jpeg", ".jpg", ".pgm", ".png", ".ppm", ".tif", ".tiff", ".webp",
 )  # fmt: skip
@@ -32,8 +33,9 @@ class ImageFolder(Dataset):
     followed) and kept when ``check_valid_func(path)`` is true (by default:
     the extension is one of ``IMAGE_EXTENSIONS``, case-insensitive).
 
-    Item ``i`` is ``(image, label)``: the image as OpenCV decodes it, an
-    ``(H, W, 3)`` uint8 BGR array (grayscale and 16-bit files are converted),
+    Item ``i`` is ``(image, label)``: the image as OpenCV decodes it (Pillow
+    where OpenCV is missing), an ``(H, W, 3)`` uint8 BGR array (grayscale and
+    16-bit files are converted),
     and the label as ``np.int32`` or, with ``class_name=True``, the class name.
     A file that cannot be decoded raises :class:`ImageDecodeError` naming it.
 
@@ -154,18 +156,7 @@ def read_image(path: str) -> np.ndarray:
 
 def decode_image(data: Any, what: str, fix: str) -> np.ndarray:
     """Encoded image bytes (any buffer) as OpenCV's ``IMREAD_COLOR`` decodes them: ``(H, W, 3)``
-    uint8 BGR, grayscale and 16-bit images converted. Failure is :class:`ImageDecodeError`
-    with ``what`` (what the bytes are, such as ``"image 'a/b.jpg'"``) and ``fix`` in its message."""
-    import cv2  # the core imports without OpenCV; only decoding images needs it
-
-    array = np.frombuffer(data, dtype=np.uint8)
-    try:
-        image = cv2.imdecode(array, cv2.IMREAD_COLOR) if array.size else None
-    except cv2.error:  # some malformed headers make OpenCV raise instead of returning None
-        image = None
-    if image is None:
-        raise ImageDecodeError(
-            f"cannot decode {what} ({array.size} bytes): the file is corrupt, truncated "
-            f"or not an image. {fix}"
-        )
-    return image
+    uint8 BGR, grayscale and 16-bit images converted, by OpenCV or, without it, Pillow (see
+    :mod:`dataloader._image_codec`). Failure is :class:`ImageDecodeError` with ``what`` (what
+    the bytes are, such as ``"image 'a/b.jpg'"``) and ``fix`` in its message."""
+    return decode_bgr(data, what, fix)

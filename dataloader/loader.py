@@ -130,8 +130,12 @@ class DataLoader:
         positive int, at most what this machine's memory allows. Default None: up to 512 MiB per
         worker, less where memory is short.
     worker_type
-        ``"process"`` (default) or ``"thread"``: threads need no pickling and no shared memory
-        and start at once; they help where transforms release the GIL.
+        ``"process"`` or ``"thread"``: threads need no pickling and no shared memory and start
+        at once; they help where transforms release the GIL, and run Python transforms in
+        parallel on a free-threaded Python (3.14t). Default None: threads where the GIL is off
+        (a free-threaded build, unless ``multiprocessing_context`` is given), processes
+        elsewhere; a free-threaded Python whose GIL an extension module turned on gets
+        processes and a ``GILWarning``.
     preload_depth
         Batches ``preload`` keeps ready: a positive int, default 1 (each costs a batch of
         device memory). Used with ``preload=True``.
@@ -208,7 +212,7 @@ class DataLoader:
         seed: int | None = None,
         worker_init_fn: Callable[[int], None] | None = None,
         shm_budget: int | None = None,
-        worker_type: str = "process",
+        worker_type: str | None = None,
         preload_depth: int = 1,
         device: Any = None,
         framework: str | None = None,

@@ -105,7 +105,10 @@ class DataLoader(_Engine):
                 self._batch_sampler = engine_sampler
         if batch_size is None:  # no batching: each sample as it is, converted, as PyTorch does
             collate_fn = _Unbatched(collate_fn or default_convert)
-        process_workers = extras.get("worker_type", "process") == "process"
+        # PyTorch's workers are processes on every Python, free-threaded too: so are these,
+        # unless worker_type= says otherwise (the plain loader's default follows the GIL).
+        extras.setdefault("worker_type", "process")
+        process_workers = extras["worker_type"] == "process"
         with _default_generator_untouched():  # PyTorch draws nothing when a loader is built
             super().__init__(
                 dataset,

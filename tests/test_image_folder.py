@@ -1,9 +1,9 @@
 import os
 import pickle
 
-import cv2
 import numpy as np
 import pytest
+from PIL import Image
 
 from dataloader.dataset import Dataset
 from dataloader.errors import ArgumentTypeError, ArgumentValueError, DataLoaderError
@@ -12,8 +12,9 @@ from dataloader.image_folder import IMAGE_EXTENSIONS
 
 
 def write(path, image):
+    """Save a BGR (or gray) array as OpenCV's imwrite would, with Pillow (there without OpenCV too)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    assert cv2.imwrite(str(path), image)
+    Image.fromarray(image[:, :, ::-1].copy() if image.ndim == 3 else image).save(path)
     return path
 
 

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dataloader"
 # Bottom to top; each entry is a top-level module or package of dataloader/.
 LAYERS = [
     {"errors", "_validate", "_alloc", "_trace", "_failure", "_failure_book", "_local", "_digest",
-     "_order_state", "_framework_hint"},
+     "_order_state", "_framework_hint", "_gil", "_image_codec"},
     {"dataset", "sampler", "collator", "transform", "rng", "worker", "memory", "monitor",
      "image_folder", "callable_source", "columnar", "mixing", "packing", "pad_collator", "_shares", "bucket_sampler", "_bucket_plan", "_remote", "_options",
      "hooks", "argtypes", "_world", "_index_batches", "_sampler_checks", "_reshard", "rank_states"},

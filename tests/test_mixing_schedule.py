@@ -112,8 +112,11 @@ def loader_ids(loader) -> list[int]:
     return [int(i) for batch in loader for i in batch[0]]
 
 
-@pytest.mark.parametrize("weights", [FLIP, lambda drawn: [1, 3] if drawn >= 128 else [3, 1]],
-                         ids=["piecewise", "callable"])
+def hold(drawn: int) -> list[float]:  # module level: spawned and forkserver workers unpickle it
+    return [1, 3] if drawn >= 128 else [3, 1]
+
+
+@pytest.mark.parametrize("weights", [FLIP, hold], ids=["piecewise", "callable"])
 def test_the_same_items_for_zero_one_and_two_workers(weights, no_leaks):
     def run(workers: int) -> list[list[int]]:
         mix = MixedStream([A, B], weights, seed=5)
@@ -124,10 +127,6 @@ def test_the_same_items_for_zero_one_and_two_workers(weights, no_leaks):
     assert sorted(serial[0]) == sorted(serial[1]) == list(range(300)) + list(range(1000, 1300))
     assert serial[0] != serial[1]
     assert run(1) == serial and run(2) == serial
-
-
-def hold(drawn: int) -> list[float]:  # module level: spawned workers unpickle it
-    return [1, 3] if drawn >= 128 else [3, 1]
 
 
 def test_parallel_stream_counts_per_worker_and_needs_persistent_workers_for_a_later_epoch(no_leaks):

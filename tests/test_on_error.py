@@ -929,14 +929,15 @@ def test_a_hook_runs_in_thread_workers_on_the_object_given(no_leaks):
 
 def _image_folder(root) -> tuple[ImageFolder, list[int]]:
     """200 8x8 images in cat/ and dog/, three of them corrupt; returns the folder and their indices."""
-    cv2 = pytest.importorskip("cv2", reason="ImageFolder decodes with OpenCV: pip install 'dataloader[vision]'")
+    pytest.importorskip("PIL", reason="ImageFolder decodes with OpenCV or Pillow: pip install 'dataloader[vision]'")
+    from dataloader._image_codec import encode_jpeg
+
     rng = np.random.default_rng(0)
     for index in range(197):
         folder = root / ("cat" if index % 2 else "dog")
         folder.mkdir(parents=True, exist_ok=True)
-        assert cv2.imwrite(str(folder / f"{index:03d}.jpg"), rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
-    ok, encoded = cv2.imencode(".jpg", rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
-    data = encoded.tobytes()
+        (folder / f"{index:03d}.jpg").write_bytes(encode_jpeg(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)))
+    data = encode_jpeg(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
     corrupt = {
         root / "cat" / "truncated.jpg": data[: len(data) // 2],
         root / "dog" / "empty.png": b"",

@@ -25,8 +25,10 @@ def test_readme_opens_with_exactly_two_commands():
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
+    """Verbatim, and stopping CI when either half fails: under set -e a failure on the left of
+    && does not stop the script, so the line ends with || exit 1."""
     ci = (ROOT / ".ci" / "run").read_text()
-    assert readme_commands()[1] in ci.splitlines()
+    assert readme_commands()[1] + " || exit 1" in ci.splitlines()
     assert "set -euo pipefail" in ci
 
 
@@ -45,7 +47,7 @@ def test_ci_runs_the_readme_test_command_with_the_pip_the_venv_brings():
     """A new user does not upgrade pip first; CI upgrading it hid that the pips Python 3.10-3.13
     bring could not resolve the test extra (issue 45)."""
     lines = ci_lines()
-    command = lines.index(readme_commands()[1])
+    command = lines.index(readme_commands()[1] + " || exit 1")
     venv = next(i for i, line in enumerate(lines) if re.search(r"-m venv\b", line))
     assert venv < command
     assert not [line for line in lines[venv:command] if upgrades_pip(line)]
@@ -54,14 +56,15 @@ def test_ci_runs_the_readme_test_command_with_the_pip_the_venv_brings():
 
 
 def test_ci_resolves_both_readme_commands_with_each_bundled_pip():
-    """A step makes a fresh venv of each Python 3.10-3.13 found and, with its own pip, resolves
-    the README's two installs (`pip install --dry-run`), under a time bound."""
+    """A step makes a fresh venv of each Python 3.10-3.14 and free-threaded 3.14t found and, with
+    its own pip, resolves the README's two installs (`pip install --dry-run`), under a time bound."""
     ci = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r"for minor in 10 11 12 13\b", ci)
+    loop = "for version in 3.10 3.11 3.12 3.13 3.14 3.14t"
+    assert loop in ci
     dry_runs = [line for line in ci_lines() if "--dry-run" in line and not line.lstrip().startswith("#")]
     for extra in ('-e ".[test]"', '".[vision]"'):
         assert [line for line in dry_runs if extra in line and "timeout " in line], extra
-    step = ci[ci.index("for minor in 10 11 12 13"):]
+    step = ci[ci.index(loop):]
     step = step[:step.index("\ndone")]
     assert not [line for line in step.splitlines() if upgrades_pip(line)]
 

@@ -332,12 +332,13 @@ class _Noisy(Dataset):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_an_unseeded_loader_carries_its_drawn_seed_so_a_resume_draws_the_same(workers):
-    loader = DataLoader(_Noisy(), batch_size=4, num_workers=workers)
+    # Processes: the global generators are seeded per batch there (thread workers share them).
+    loader = DataLoader(_Noisy(), batch_size=4, num_workers=workers, worker_type="process")
     whole = [batch.tolist() for batch in loader]
     loader.set_epoch(0)
     state = _state_after(loader, 3)
     assert isinstance(state["base_seed"], int)
-    resumed = DataLoader(_Noisy(), batch_size=4, num_workers=2 - workers)  # another seed drawn
+    resumed = DataLoader(_Noisy(), batch_size=4, num_workers=2 - workers, worker_type="process")  # another seed drawn
     resumed.load_state_dict(json.loads(json.dumps(state)))
     assert whole[:3] + [batch.tolist() for batch in resumed] == whole
 
@@ -359,7 +360,7 @@ def test_torch_manual_seed_fixes_an_unseeded_loaders_draws():
 
     def run() -> list:
         torch.manual_seed(3)
-        return [batch.tolist() for batch in DataLoader(_Noisy(), batch_size=4, num_workers=2)]
+        return [batch.tolist() for batch in DataLoader(_Noisy(), batch_size=4, num_workers=2, worker_type="process")]
 
     assert run() == run()
 
@@ -377,7 +378,7 @@ class _Drawing(StreamDataset):
 
 def _draws(seed: int, persistent: bool = False) -> list:
     loader = DataLoader(_Drawing(), StreamSampler(batch_size=3), num_workers=2, parallel_stream=True,
-                        seed=seed, persistent_workers=persistent)
+                        seed=seed, persistent_workers=persistent, worker_type="process")
     return [sorted(np.asarray(batch).tolist()) for _ in range(2) for batch in loader]
 
 
@@ -493,7 +494,7 @@ class _UnevenDrawing(StreamDataset):
 def test_a_resumed_worker_that_skips_batches_draws_from_the_stream_as_the_saving_run_did():
     def loader() -> DataLoader:
         return DataLoader(_UnevenDrawing(), StreamSampler(batch_size=2), transform=_Jitter(), num_workers=2,
-                          parallel_stream=True, seed=3)
+                          parallel_stream=True, seed=3, worker_type="process")
 
     whole = [batch.tolist() for batch in loader()]
     for cut in (2, 5):

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dataloader import ArgumentValueError, ArrayDataset, BucketSampler, DataLoader, PackedStream, ParquetStream, StreamSampler
+from dataloader import ArgumentValueError, ArrayDataset, BucketSampler, DataLoader, PackedStream, ParquetStream, StreamSampler, batch_rng
 
 ROWS = 60
 BATCH = 5
@@ -53,9 +53,15 @@ def folders(tmp_path_factory) -> dict[int, Path]:
 
 
 def _noisy(sample):
-    """A random draw per sample: seeded batches make it part of what must come out the same."""
+    """A random draw per sample: seeded batches make it part of what must come out the same
+    (from batch_rng(), which every kind of worker seeds: threads on a free-threaded Python)."""
     (value,) = sample if isinstance(sample, tuple) else (sample,)
-    return np.float64(value) + np.random.random()
+    return np.float64(value) + batch_rng().random()
+
+
+def _row_id(row: dict):
+    """Module level: forkserver (Python 3.14's default) and spawn workers unpickle it."""
+    return row["id"]
 
 
 def _build(config: dict, folders: dict[int, Path], workers: int | None = None) -> DataLoader:
@@ -88,7 +94,7 @@ def _build(config: dict, folders: dict[int, Path], workers: int | None = None) -
                               transform=_tokens, world_size=world_size, rank=rank)
         return DataLoader(packed, StreamSampler(batch_size=2), num_workers=workers, parallel_stream=parallel)
     return DataLoader(
-        stream, StreamSampler(batch_size=BATCH), transform=lambda row: row["id"], num_workers=workers,
+        stream, StreamSampler(batch_size=BATCH), transform=_row_id, num_workers=workers,
         parallel_stream=parallel, seed=config["seed"],
     )
 

@@ -3,7 +3,7 @@
 DEST is refused up front, before the progress bar starts: empty (it would mean the current
 directory), SOURCE itself or a folder inside it (the shards would land in the ImageFolder, and
 read back as a class of it), a file, a place that cannot be created, or a directory holding shards
-of an earlier run without ``--overwrite``. An image that is empty or that OpenCV cannot decode
+of an earlier run without ``--overwrite``. An image that is empty or that cannot be decoded
 (:func:`dataloader.image_folder.decode_image`, the path ``ImageFolder`` reads with) stops the
 conversion with :class:`ImageDecodeError` naming the file, instead of being stored as a row
 every epoch would fail on.
@@ -82,7 +82,8 @@ def _check_creatable(path: str, dest: str) -> None:
 
 def check_images(paths: list[str], images: list[bytes], decode: bool) -> None:
     """Raise :class:`ImageDecodeError` naming the first file that is empty or, with ``decode``,
-    that OpenCV cannot decode. Decoding runs on a thread per usable CPU (OpenCV releases the GIL)."""
+    that does not decode (OpenCV, or Pillow without it). Decoding runs on a thread per usable CPU
+    (both release the GIL while they decode)."""
     for path, data in zip(paths, images):
         if not data:
             raise ImageDecodeError(f"image {path!r} is empty (0 bytes). {_FIX}")

@@ -31,6 +31,7 @@ import numpy as np
 from ..dataset import Collated, Dataset
 from ..errors import ArgumentValueError, DataLoaderError
 from ..image_folder import ImageFolder
+from .._image_codec import can_decode
 from ..argtypes import positive_int
 from ._convert_checks import check_dest, check_images
 
@@ -211,7 +212,7 @@ class EncodedImages(Dataset):
     """An ImageFolder's files as rows: the file's bytes (not decoded), the label, the relative path.
 
     Each file is checked as it is read (:func:`check_images`): an empty one is refused, and with
-    ``decode`` one that OpenCV cannot decode too, naming the file.
+    ``decode`` one that does not decode too, naming the file.
     """
 
     def __init__(self, folder: ImageFolder, decode: bool = True) -> None:
@@ -238,9 +239,9 @@ class EncodedImages(Dataset):
 
 def _image_folder(source: str, decode: bool) -> tuple[EncodedImages, int, dict[str, str]]:
     folder = ImageFolder(source)
-    if decode and importlib.util.find_spec("cv2") is None:
-        print("convert: OpenCV is not installed (pip install 'dataloader[vision]'), so the images are "
-              "not decoded to check them; only empty files are refused", file=sys.stderr)
+    if decode and not can_decode():
+        print("convert: neither OpenCV nor Pillow is installed (pip install 'dataloader[vision]'), so the "
+              "images are not decoded to check them; only empty files are refused", file=sys.stderr)
         decode = False
     return EncodedImages(folder, decode), len(folder), {CLASSES_KEY: json.dumps(list(folder.classes))}
 

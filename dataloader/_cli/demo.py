@@ -22,6 +22,7 @@ import numpy as np
 from .. import DataLoader, ImageFolder, RandomSampler
 from ..errors import ArgumentValueError, DataLoaderError, WorkerError
 from ..memory import process_tree_memory
+from .._image_codec import encode_jpeg
 from ..argtypes import positive_int, worker_count
 
 _CLASSES = ("circle", "square", "stripes", "checker", "ring", "cross", "diagonal", "dots")
@@ -71,8 +72,17 @@ def demo(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     try:
-        from ..transform.vision import Compose, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToMode
-    except ImportError:
+        from ..transform.vision import (
+            IMAGE_BACKEND,
+            Compose,
+            Normalize,
+            RandomHorizontalFlip,
+            RandomResizedCrop,
+            ToMode,
+        )
+    except ImportError as error:
+        if isinstance(error, DataLoaderError):  # DATALOADER_IMAGE_BACKEND names a missing library
+            raise
         print("the demo needs the vision extra: pip install 'dataloader[vision]'")
         return 2
     if args.tiny:
@@ -101,7 +111,9 @@ def _demo(args: argparse.Namespace) -> int:
         preload=True,
         persistent_workers=args.workers > 0,
     )
-    print(f"{len(dataset)} images in {len(dataset.classes)} classes from {root}")
+    library = "OpenCV" if IMAGE_BACKEND == "opencv" else "Pillow and NumPy (no OpenCV)"
+    print(f"{len(dataset)} images in {len(dataset.classes)} classes from {root}; "
+          f"decoded and transformed with {library}")
     progress = _progress_bar()
     samples, peak = 0, 0
     start = time.perf_counter()
@@ -115,6 +127,9 @@ def _demo(args: argparse.Namespace) -> int:
     loader.close()
     epochs = f"{args.epochs} epoch{'' if args.epochs == 1 else 's'}"
     workers = f"{args.workers} worker{'' if args.workers == 1 else 's'}"
+    if args.workers:  # threads by default on a free-threaded Python (3.14t), processes elsewhere
+        kind = loader.options.worker_type
+        workers += f" ({kind if args.workers == 1 else {'process': 'processes', 'thread': 'threads'}[kind]})"
     print(
         f"{epochs}, {samples} images decoded and augmented to {images.shape[1:]} {images.dtype} in "
         f"{elapsed:.2f} s: {samples / elapsed:,.0f} images/s with {workers}; peak RSS of the process "
@@ -126,8 +141,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _generated_images(count: int, side: int) -> Path:
     """A cached folder of ``count`` JPEGs in class sub-folders, written on first use."""
-    import cv2
-
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dataloader"
     root = base / f"demo-jpeg-{count}-{side}"
     if (root / ".complete").exists():
@@ -139,7 +152,7 @@ def _generated_images(count: int, side: int) -> Path:
         folder = root / name
         folder.mkdir(parents=True, exist_ok=True)
         image = _draw(name, xx, yy, rng)
-        cv2.imwrite(str(folder / f"{index:05d}.jpg"), image, [cv2.IMWRITE_JPEG_QUALITY, 90])
+        (folder / f"{index:05d}.jpg").write_bytes(encode_jpeg(image, quality=90))
     (root / ".complete").touch()
     return root
 

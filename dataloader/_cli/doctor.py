@@ -14,7 +14,7 @@ import os
 import platform
 from typing import Any, Callable, TypeVar
 
-from .. import memory
+from .. import _gil, memory
 from .._transport.segment import create_fd, map_fd
 from . import _limits
 from ..argtypes import positive_int, worker_count, writable_log
@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         ("/dev/shm", _row(_describe_shm, problems)),
         ("shared memory", _probe_segment(args.batch_bytes, problems)),
         ("start method", _row(_describe_start_method)),
+        ("GIL", _row(_gil.describe)),
         ("worker start", _probe_process(problems)),
         ("worker threads", _describe_worker_threads()),
         ("open files", _row(_limits.check_open_files, workers, cpus or workers, problems, warnings)),

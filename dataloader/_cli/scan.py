@@ -16,7 +16,6 @@ collator keeps only the count of good samples, so decoded images never leave the
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import sys
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .. import DataLoader, ImageFolder
+from .._image_codec import can_decode
 from ..argtypes import unwritable
 from ..errors import ArgumentValueError, DataLoaderError, WorkerError
 
@@ -51,7 +51,7 @@ def open_dataset(path: str) -> tuple[Any, Any, str]:
         schema = dataset.plan.schema
         kind = schema.field("image").type if "image" in schema.names else None
         if kind is not None and (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
-            _need_opencv()
+            _need_decoder()
             from ..transform.vision import DecodeImage
 
             described = f"ParquetDataset {path} (columns {dataset.columns}; images decoded with DecodeImage)"
@@ -63,15 +63,15 @@ def open_dataset(path: str) -> tuple[Any, Any, str]:
             "(root/<class>/<images>), a .parquet file, or a directory of them."
         )
     dataset = ImageFolder(path)
-    _need_opencv()
+    _need_decoder()
     return dataset, None, f"ImageFolder {path} ({len(dataset.classes)} classes)"
 
 
-def _need_opencv() -> None:
-    """Without OpenCV every image would fail to decode, and the scan would blame the files."""
-    if importlib.util.find_spec("cv2") is None:
+def _need_decoder() -> None:
+    """Without OpenCV or Pillow every image would fail to decode, and the scan would blame the files."""
+    if not can_decode():
         raise DataLoaderError(
-            "the scan decodes the images with OpenCV, which is not installed here: "
+            "the scan decodes the images with OpenCV or Pillow, and neither is installed here: "
             "pip install 'dataloader[vision]'."
         )
 
@@ -107,6 +107,7 @@ def scan(path: str, workers: int, batch_size: int, error_log: str | None) -> int
         transform=transform,
         collator=count_samples,
         num_workers=workers,
+        worker_type="process",  # a sample that kills its worker must not kill the scan (3.14t: threads)
         on_error="skip",
         max_errors=1.0,
         error_log=error_log,

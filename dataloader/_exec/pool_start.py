@@ -50,6 +50,7 @@ def start_pool(spec: PipelineSpec, source: Source, count: int, most: int | None 
             restart_stream=source.worker_restart,
             policy=spec.error_policy(),
             hooks=options.hooks,
+            watch_global_draws=threads and options.seed is not None,
         )
         for worker_id in range(count)
     ]

@@ -21,8 +21,13 @@ from ..dataset import ArrayDataset, Collated
 from ..transform import PseudoTransform
 from .bad_samples import ErrorPolicy, SampleFailure
 from .middle import Stages, fetch
-from .seeding import GlobalSeeding, batch_seed, seed_all
+from .seeding import GlobalSeeding, batch_seed, global_draw_marks, seed_all, warn_global_draws
 from .task import BatchTask, Chunk
+
+
+# A seeded thread worker's first batches are checked for draws from the global generators
+# (two fingerprints of about 70 us each, a batch: ~1 ms a worker, once).
+_WATCHED_BATCHES = 8
 
 
 class StageTimes(NamedTuple):
@@ -57,6 +62,9 @@ class BatchMaker:
     restore_random_state: bool = False
     # False in thread workers: global random state is shared by every thread.
     seed_globals: bool = True
+    # A seeded loader's thread worker: its first batches are checked for draws from the global
+    # generators, which no seed reaches there (warned once per process).
+    watch_global_draws: bool = False
     # The stage running now, named in a worker's error message. Read it from outside; only
     # the maker writes it (mark_stage names the stages around a batch).
     stage: str = "fetch"
@@ -79,6 +87,7 @@ class BatchMaker:
         self._globals = GlobalSeeding() if self.restore_random_state else None
         # Reading the dataset runs none of your code, nor do the other stages: nothing can draw.
         self._no_draws = self._takes_collated and not self.hooks and _reads_arrays(self.dataset)
+        self._watch_left = _WATCHED_BATCHES if self.watch_global_draws else 0
 
     def __call__(self, task: BatchTask, seed_index: int | None = None) -> Any:
         """``task``'s batch, its random state seeded from (seed, epoch, ``seed_index`` or the
@@ -90,7 +99,7 @@ class BatchMaker:
         previous = install_batch_rng(seed)
         try:
             if not self.seed_globals:
-                return self._make(task)
+                return self.watched(task, self._make, task)
             if self._globals is not None:
                 saved = self._globals.seed(seed)
                 try:
@@ -101,6 +110,19 @@ class BatchMaker:
             return self._make(task)
         finally:
             install_batch_rng(previous)
+
+    def watched(self, task: BatchTask, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` for ``task``; in a seeded loader's thread worker, while its first
+        batches are made, say once per process if the global generators were drawn from
+        meanwhile: thread workers share them, so those draws escape ``seed=``."""
+        if not self._watch_left:
+            return call(*args)
+        self._watch_left -= 1
+        before = global_draw_marks()
+        result = call(*args)
+        if global_draw_marks() != before:
+            warn_global_draws(task)
+        return result
 
     def make_read(self, task: BatchTask, samples: list, started: float, seed_index: int) -> Any:
         """``task``'s batch from ``samples`` read elsewhere (a worker's own stream shard) since

@@ -210,8 +210,10 @@ class Position:
         last_worker = self._last_worker
         # Half-echoed batches: restored ones not made again yet, and made ones with echoes
         # left: the one being echoed, and restored ones made again but queued behind it.
-        partial = [list(entry) for entry in list(self._restored.values())]
-        partial += [[keys[0], self._repeats - left, worker] for keys, worker, left in list(self._made) if left < self._repeats]
+        # Copied by one call each (atomic without the GIL too): the preload thread appends to
+        # _made and pops from _restored while this runs, and iterating either then would raise.
+        partial = [list(entry) for entry in self._restored.copy().values()]
+        partial += [[keys[0], self._repeats - left, worker] for keys, worker, left in self._made.copy() if left < self._repeats]
         epoch = self.epoch
         resumed = self._resumed_at
         token = resumed[1] if resumed is not None and resumed[0] == low else self._source.resume_point(epoch, low)

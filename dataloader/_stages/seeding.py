@@ -10,12 +10,15 @@ after each batch, at a cost kept small since it is paid per batch.
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 import numpy as np
+
+logger = logging.getLogger("dataloader")
 
 
 _MASK = (1 << 64) - 1
@@ -113,6 +116,52 @@ class GlobalSeeding:
             self._numpy = np.random.MT19937(0)  # the legacy seeding np.random.seed applies needs MT19937
         np.random.set_bit_generator(self._numpy)
         return callers
+
+
+def global_draw_marks() -> tuple:
+    """A fingerprint of ``random``'s, ``numpy.random``'s and (if imported) torch's CPU
+    generator's global state: the same before and after code that drew nothing from them (what
+    thread workers check, since one global state serves every thread and no per-batch seed can
+    make its draws reproducible there)."""
+    if _SWAPS_BIT_GENERATORS:
+        bits = np.random.get_bit_generator()
+        numpy_state = (id(bits), _frozen(bits.state))
+    else:
+        numpy_state = (0, _frozen(np.random.get_state(legacy=False)))
+    torch = sys.modules.get("torch")
+    torch_state = None if torch is None else bytes(torch.default_generator.get_state().numpy())
+    return random.getstate(), numpy_state, torch_state
+
+
+_warned_global_draws = False
+
+
+def warn_global_draws(task: Any) -> None:
+    """Say once per process (a log record, which ``-W error`` leaves alone: the draws may be
+    another thread's) that code run by a thread worker drew from the global generators."""
+    global _warned_global_draws
+    if _warned_global_draws:
+        return
+    _warned_global_draws = True
+    logger.warning(
+        "random, numpy.random or torch's generator was drawn from while a thread worker made "
+        "batch %d of epoch %d: a transform, the dataset or the collator uses the global random "
+        "generators, which thread workers share (or another thread of yours drew meanwhile). The "
+        "loader seeds them per batch only in process workers and with num_workers=0, so under "
+        "threads these draws follow no seed= and differ from process workers'. Draw from "
+        "dataloader.batch_rng() instead (seeded per batch by every kind of worker), or pass "
+        "worker_type='process' (threads are the default on a free-threaded Python).",
+        task.index, task.epoch,
+    )
+
+
+def _frozen(state: Any) -> Any:
+    """A bit generator's state dict as something ``==`` compares (arrays as bytes)."""
+    if isinstance(state, dict):
+        return tuple((key, _frozen(value)) for key, value in state.items())
+    if isinstance(state, np.ndarray):
+        return state.tobytes()
+    return state
 
 
 @contextmanager

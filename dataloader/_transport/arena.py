@@ -254,9 +254,6 @@ class SegmentPool:
         """``size`` bytes of ``fd`` mapped, or :class:`NoSegment` where descriptors or address
         space ran out."""
         try:
-            # multiprocessing's send_handle duplicates the socket to pass ``fd``: make sure it
-            # can, before the announcement (after it the main process waits for a descriptor).
-            os.close(os.dup(fd))
             return map_shared(fd, size)
         except (OSError, MemoryError) as error:
             if isinstance(error, OSError) and error.errno not in (*_NO_DESCRIPTOR, errno.ENOMEM):

@@ -11,7 +11,8 @@ exception travels home. See docs/design/workers.md for the state machine.
   ``thread_channel.py`` their channels, which the pool closes even while a thread is stuck.
 - ``remote_error.py``: a worker's exception carried home and re-raised as its own type.
 - ``probe.py``: finding the sample that kills its worker, one sample at a time in a fresh process.
-- ``descriptors.py``: the file descriptors a pool needs, checked against ``ulimit -n``.
+- ``descriptors.py``: the file descriptors a pool needs, checked against ``ulimit -n``;
+  ``fd_passing.py`` how a worker hands the main process a segment's descriptor.
 - ``native_threads.py``: the libraries' thread pools capped at one thread in each worker.
 - ``arrow_pool.py``: a forked worker's Arrow allocations from a memory pool of its own.
 - ``fork_safety.py``: a process forked by user code leaves the parent's workers alone.

@@ -31,7 +31,6 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import send_handle
 from typing import Any, Callable
 
 from .._alloc import use_allocator
@@ -65,6 +64,7 @@ from .messages import (
     WaitingForRoom,
 )
 from .arrow_pool import use_own_arrow_pool
+from .fd_passing import send_descriptor
 from .native_threads import use_one_native_thread
 from .remote_error import RemoteError
 from .wire import Wire
@@ -95,6 +95,8 @@ class WorkerBoot:
     # What becomes of a sample that fails (on_error), and the hooks told of every stage run.
     policy: ErrorPolicy = field(default_factory=ErrorPolicy)
     hooks: tuple = ()
+    # A thread worker of a loader given seed=: say if code draws from the shared global generators.
+    watch_global_draws: bool = False
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ class WorkerLoop:
         self.maker = BatchMaker(
             boot.dataset, boot.transform, boot.collator, boot.seed,
             seed_globals=not local,  # per batch (7 us): its draws do not depend on the worker
+            watch_global_draws=boot.watch_global_draws,
             policy=replace(boot.policy, worker=boot.worker_id), hooks=boot.hooks,
         )
         self.pool = SegmentPool(boot.shm_budget, boot.name, self._announce, self._retire)
@@ -346,7 +349,7 @@ class WorkerLoop:
             return self.maker(task)
         self.maker.mark_stage("fetch")
         start = time.perf_counter()
-        samples = self.shard.read(task.epoch, task.skip)
+        samples = self.maker.watched(task, self.shard.read, task.epoch, task.skip)  # a stream's draws
         if samples is None:
             return _ENDED
         seed_index = self.shard.seed_index()
@@ -417,7 +420,7 @@ class WorkerLoop:
 
     def _announce(self, segment: Segment, fd: int) -> None:
         self.conn.send(SegmentCreated(segment.id, segment.size))
-        send_handle(self.conn, fd, None)
+        send_descriptor(self.conn, fd)
 
     def _retire(self, segment_id: int) -> None:
         self.conn.send(SegmentRetired(segment_id))

@@ -50,6 +50,27 @@ def unguarded_main_script() -> str | None:
     return None if _GUARD.search(source) else path
 
 
+def forkserver_died_message(worker: str, error: BaseException) -> str:
+    """Why ``worker`` could not start when the forkserver's connection failed while starting it.
+
+    From Python 3.14 the forkserver authenticates each request, so a server that died importing
+    an unguarded script shows as a reset connection in the main process, not as a worker's exit.
+    """
+    script = unguarded_main_script()
+    if script is not None:
+        return (
+            f"DataLoader {worker} could not start: the forkserver process, which starts the workers, "
+            f"exited while importing the script '{script}', which has no "
+            '`if __name__ == "__main__":` guard. ' + _fix("'forkserver'")
+        )
+    return (
+        f"DataLoader {worker} could not start: the connection to the forkserver process, which "
+        f"starts the workers, failed ({type(error).__name__}: {error}). The forkserver's own error, "
+        "if it raised one, is above on standard error; the forkserver imports your main module "
+        "first, so an exception there stops it. Fix that, or use multiprocessing_context='spawn'."
+    )
+
+
 def unguarded_main_message(worker: str, method: str, exitcode: int | None) -> str | None:
     """Why ``worker`` exited, where an unguarded main script is the likely cause; else None."""
     if method == "fork" or exitcode != 1:

@@ -11,33 +11,30 @@ open, and could stop or rob the workers.
 
 from __future__ import annotations
 
-import array
 import gc
 import logging
 import multiprocessing.process
 import multiprocessing.resource_tracker
 import os
 import pickle
-import resource
 import select
 import signal
-import socket
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import ACKNOWLEDGE
 from typing import Any, Iterator, NoReturn
 
-from ..errors import ArgumentTypeError, SharedMemoryError, WorkerDiedError
+from ..errors import ArgumentTypeError, WorkerDiedError
 from ..memory import describe_oom, describe_shm
 from .._transport.receiver import Receiver
 from .descriptors import START_PEAK, descriptors_for, ensure_free
 from .exits import end_process, ready_within, wait_for_exit
+from .fd_passing import receive_descriptor
 from .fork_safety import watch
 from .handle import EXIT_GRACE, STOP_GRACE, Handle
 from .loop import PickledBoot, WorkerBoot, run_worker
-from .main_guard import refuse_workers_while_starting, unguarded_main_message
+from .main_guard import forkserver_died_message, refuse_workers_while_starting, unguarded_main_message
 from .messages import SegmentCreated, SegmentRetired, Shutdown
 from .native_threads import import_before_fork
 from .wire import Wire
@@ -212,6 +209,12 @@ class WorkerPool:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             process.start()
+        except (ConnectionError, EOFError) as error:
+            if self._context.get_start_method() != "forkserver":
+                raise
+            died = WorkerDiedError(forkserver_died_message(f"worker {boot.worker_id}", error))
+            died.worker_id, died.indices = boot.worker_id, []
+            raise died from error
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return process
@@ -227,7 +230,7 @@ class WorkerPool:
         Its channel closed: :class:`WorkerDiedError` (the EOF itself from a stopped worker)."""
         try:
             message = worker.conn.recv()
-            fd = _receive_descriptor(worker) if isinstance(message, SegmentCreated) else -1
+            fd = receive_descriptor(worker.conn, worker.label) if isinstance(message, SegmentCreated) else -1
         except (EOFError, OSError) as error:
             if worker.id in self.stopped:
                 raise  # asked to exit: its end closing is its last word, not a death
@@ -442,42 +445,6 @@ def _heap_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def _receive_descriptor(worker: WorkerHandle) -> int:
-    """The descriptor ``worker`` sent after a ``SegmentCreated`` (``send_handle``'s other end).
-
-    ``multiprocessing.reduction.recv_handle`` duplicates the socket first, and raises a bare
-    ``RuntimeError`` when the descriptor was dropped for want of a free one; this reads the
-    socket itself and says what to do.
-    """
-    item = array.array("i").itemsize
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=worker.conn.fileno())
-    try:
-        message, ancillary, flags, _ = sock.recvmsg(1, socket.CMSG_SPACE(item))
-        if ACKNOWLEDGE and message:
-            sock.send(b"A")
-    finally:
-        sock.detach()  # the socket stays the connection's
-    if not message and not ancillary:
-        raise EOFError
-    fds = [
-        fd
-        for level, kind, data in ancillary
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
-        for fd in array.array("i", data[: len(data) - len(data) % item])
-    ]
-    if len(fds) == 1 and not flags & socket.MSG_CTRUNC:
-        return fds[0]
-    for fd in fds:
-        os.close(fd)
-    raise SharedMemoryError(
-        f"the main process has no file descriptor free to receive a shared-memory segment from "
-        f"{worker.label}; its limit is {resource.getrlimit(resource.RLIMIT_NOFILE)[0]} (ulimit "
-        "-n). The loader keeps no descriptor per batch, so other open files take them: raise "
-        "the limit (ulimit -n 4096 in the shell, or resource.setrlimit(resource.RLIMIT_NOFILE, "
-        "(4096, hard)) in the program), or close files you no longer need."
-    )
 
 
 def _check_picklable(boot: WorkerBoot, method: str) -> None:

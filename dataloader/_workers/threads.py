@@ -9,6 +9,7 @@ as objects. Best when transforms release the GIL (decoding, OpenCV, GPU work).
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import sys
 import threading
@@ -129,6 +130,7 @@ class ThreadWorkerPool:
         worker.shared.close()
 
     def _start(self, boot: WorkerBoot) -> ThreadHandle:
+        boot = _own_stream(boot)
         shared = _Shared()
         to_worker, to_main = shared.channels
         thread = threading.Thread(
@@ -216,6 +218,22 @@ class ThreadWorkerPool:
             worker.shared.close()  # a thread still stuck in user code keeps no descriptor
             self._reaped.add(worker.id)
         self.receiver.close()
+
+
+def _own_stream(boot: WorkerBoot) -> WorkerBoot:
+    """``boot`` with a shallow copy of its stream where the worker reads a stream itself
+    (``parallel_stream=True``), as a process worker reads its own copy: a stream keeps where its
+    iterator stands in itself (``set_epoch``'s epoch, a ``ParquetStream``'s rows read, a
+    ``MixedStream``'s open run), and threads opening one object for different epochs or passes
+    would read each other's. What the copy shares (files, arrays, a mix's sources) is opened
+    under a lock (:func:`dataloader._shares.open_stream`). A stream that cannot be copied is
+    shared as it is."""
+    if boot.stream_batch_size is None:
+        return boot
+    try:
+        return replace(boot, dataset=copy.copy(boot.dataset))
+    except Exception:  # noqa: BLE001 - a copy refused (its own __reduce__): read the one object
+        return boot
 
 
 def _run_thread_worker(boot: WorkerBoot, conn: End, shared: _Shared) -> None:

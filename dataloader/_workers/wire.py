@@ -2,8 +2,8 @@
 
 ``Connection.send`` pickles with multiprocessing's ``ForkingPickler``, which
 copies its table of reducers on every call. The protocol's messages need none
-of those reducers (segment descriptors travel beside them, with
-``send_handle``), so plain pickle carries them.
+of those reducers (segment descriptors travel beside them, through
+:mod:`.fd_passing`), so plain pickle carries them.
 
 The messages sent for every batch (:class:`RunTask`, :class:`BatchDone`,
 :class:`ReleaseSegments`, and for small batches :class:`RunTasks` and

@@ -131,9 +131,10 @@ class Weights:
         (None: never). Do not change the array: it is shared."""
         if self._fn is not None:
             start = drawn - drawn % CHUNK
-            if self._cached is None or self._cached[0] != start:
-                self._cached = (start, self._called(start))
-            return self._cached[1], start + CHUNK
+            cached = self._cached  # read once: thread workers share the schedule and its cache
+            if cached is None or cached[0] != start:
+                cached = self._cached = (start, self._called(start))
+            return cached[1], start + CHUNK
         piece = bisect.bisect_right(self._starts, drawn) - 1
         following = self._starts[piece + 1] if piece + 1 < len(self._starts) else None
         return self._values[piece], following
@@ -159,9 +160,10 @@ class Weights:
         the one it returned last (a step function), the last check stands (it costs 10 us)."""
         value = self._fn(drawn)  # type: ignore[misc]
         plain = dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, (list, tuple)) else None
-        if plain is None or plain != self._last[0]:
-            self._last = (plain, self._checked(f"the weight schedule {qualified_name(self._fn)}({drawn})", value))
-        return self._last[1]
+        last = self._last  # read once, as _cached in at()
+        if plain is None or plain != last[0]:
+            last = self._last = (plain, self._checked(f"the weight schedule {qualified_name(self._fn)}({drawn})", value))
+        return last[1]
 
     def _checked(self, where: str, value: Any) -> npt.NDArray[np.float64]:
         """``value`` checked as a mix's weights; an error says which pair or call gave it."""

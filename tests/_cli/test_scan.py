@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
+from PIL import Image
 
 from dataloader import Dataset, ImageFolder
 from dataloader._cli import scan
@@ -37,7 +37,7 @@ def image_folder(root: Path, count: int = 20) -> Path:
         folder = root / ("cat" if index % 2 else "dog")
         folder.mkdir(parents=True, exist_ok=True)
         image = rng.integers(0, 256, (8 + index, 12, 3), dtype=np.uint8)  # sizes differ: no stacking
-        assert cv2.imwrite(str(folder / f"{index:02d}.{'png' if index % 3 == 0 else 'jpg'}"), image)
+        Image.fromarray(image).save(folder / f"{index:02d}.{'png' if index % 3 == 0 else 'jpg'}")
     return root
 
 
@@ -146,12 +146,13 @@ def test_a_sample_that_kills_its_worker_is_listed_and_the_scan_goes_on(monkeypat
     assert re.search(r"^2 of 16 samples failed$", out, re.M), out
 
 
-def test_without_opencv_the_scan_refuses_instead_of_blaming_every_file(tmp_path, monkeypatch, capsys):
+def test_without_an_image_library_the_scan_refuses_instead_of_blaming_every_file(tmp_path, monkeypatch, capsys):
     import importlib.util
 
     root = make_image_folder(tmp_path / "images")
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cv2" else find_spec(name, *a))
+    missing = ("cv2", "PIL")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else find_spec(name, *a))
     assert scan.scan(str(root), 0, 64, None) == 2
     assert "pip install 'dataloader[vision]'" in capsys.readouterr().err
 

@@ -55,7 +55,8 @@ def _hold_many(workers: str) -> dict:
     """Hold ``HELD`` batches at once under a limit of ``LIMIT`` descriptors, checking each."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
     dataset = Tagged(2 * HELD)
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers=int(workers))
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers=int(workers),
+                        worker_type="process")  # the shared-memory transport: processes on 3.14t too
     before = open_descriptors()
     held, most = [], 0
     for batch in loader:
@@ -72,7 +73,8 @@ def _main_runs_out(workers: str) -> dict:
     """Use up the main process's descriptors mid-epoch, while the workers need new segments."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
     dataset = Tagged(2 * HELD)
-    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers=int(workers))
+    loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=2), num_workers=int(workers),
+                        worker_type="process")  # the shared-memory transport: processes on 3.14t too
     held, fillers = [], []
     try:
         for batch in loader:

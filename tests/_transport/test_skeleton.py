@@ -91,7 +91,9 @@ def test_batches_a_skeleton_cannot_describe_are_pickled(batch):
     assert flatten(batch) is None
     meta, raws = split(batch, SkeletonNames())
     assert isinstance(meta, bytes)
-    assert pickle.dumps(decode_inline(inline(meta, raws))) == pickle.dumps(batch)
+    # Compared as pickled once more: NumPy >= 2.5 pickles a strided array otherwise than the
+    # contiguous copy that arrives, which is the same value.
+    assert pickle.dumps(decode_inline(inline(meta, raws))) == pickle.dumps(pickle.loads(pickle.dumps(batch)))
 
 
 def test_namedtuples_nested_containers_and_odd_dtypes_are_plain():

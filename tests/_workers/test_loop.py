@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from multiprocessing import Pipe
-from multiprocessing.reduction import recv_handle
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from dataloader import Collator
 from dataloader._local import set_worker_info
 from dataloader._stages.seeding import seeded_then_restored
 from dataloader._stages.task import BatchTask
+from dataloader._workers.fd_passing import receive_descriptor
 from dataloader._workers.loop import WorkerBoot, WorkerLoop
 from dataloader._workers.messages import (
     BatchDone,
@@ -73,7 +73,7 @@ def _replies(main) -> tuple[list[int], list[BatchDone]]:
     while main.poll():
         message = main.recv()
         if isinstance(message, SegmentCreated):
-            os.close(recv_handle(main))
+            os.close(receive_descriptor(main, "worker 0"))
             created.append(message.segment_id)
         elif isinstance(message, BatchDone):
             done.append(message)

@@ -164,3 +164,53 @@ def test_a_thread_stuck_in_a_sample_keeps_no_descriptor_after_close(no_leaks, mo
         thread.join(10)
     assert not any(thread.is_alive() for thread in stuck) and crashes == []
     assert _open_fds() - before == set()
+
+
+class GlobalJitter(Transform):
+    def apply(self, sample):
+        return sample[0] + np.float32(np.random.rand()), sample[1]
+
+
+@pytest.fixture
+def global_draw_log(monkeypatch, caplog):
+    """The records of the thread workers' global-draw check (told once per process: reset)."""
+    from dataloader._stages import seeding
+
+    monkeypatch.setattr(seeding, "_warned_global_draws", False)
+    caplog.set_level("WARNING", logger="dataloader")
+    return lambda: [r.getMessage() for r in caplog.records if "thread worker made batch" in r.getMessage()]
+
+
+def test_a_transform_drawing_from_numpy_random_in_threads_is_told_once(global_draw_log, no_leaks):
+    data = dataset()
+    loader = DataLoader(data, batch_size=5, transform=GlobalJitter(), seed=3, num_workers=2, worker_type="thread")
+    collect(loader)
+    collect(loader)
+    told = global_draw_log()
+    assert len(told) == 1
+    assert "batch_rng()" in told[0] and "worker_type='process'" in told[0]
+
+
+@pytest.mark.parametrize("case", ["batch_rng", "unseeded", "processes"])
+def test_no_global_draw_record_where_draws_follow_the_seed(case, global_draw_log, no_leaks):
+    data = dataset()
+    kwargs = {"transform": Jitter() if case == "batch_rng" else GlobalJitter(),
+              "seed": None if case == "unseeded" else 3, "num_workers": 2,
+              "worker_type": "process" if case == "processes" else "thread"}
+    if case == "processes":
+        kwargs["multiprocessing_context"] = "fork"
+    collect(DataLoader(data, batch_size=5, **kwargs))
+    assert global_draw_log() == []
+
+
+class DrawingStream(StreamDataset):
+    def __iter__(self):
+        for _ in range(12):
+            yield np.float64(np.random.random())
+
+
+def test_a_stream_drawing_from_numpy_random_in_threads_is_told(global_draw_log, no_leaks):
+    loader = DataLoader(DrawingStream(), StreamSampler(batch_size=3), num_workers=2, parallel_stream=True,
+                        seed=1, worker_type="thread")
+    assert sum(len(batch) for batch in loader) == 24
+    assert len(global_draw_log()) == 1

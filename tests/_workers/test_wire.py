@@ -8,7 +8,7 @@ import pickle
 import select
 import threading
 from multiprocessing import Pipe
-from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 import pytest
@@ -17,6 +17,7 @@ from dataloader._stages.batch import StageTimes
 from dataloader._stages.task import BatchTask
 from dataloader._transport.codec import InlineBatch, SharedBatch, split
 from dataloader._transport.skeleton import SkeletonNames
+from dataloader._workers.fd_passing import receive_descriptor, send_descriptor
 from dataloader._workers.messages import (
     BatchDone,
     BatchFailed,
@@ -94,10 +95,10 @@ def test_a_descriptor_passes_between_messages(wires, tmp_path):
     fd = os.open(path, os.O_RDONLY)
     try:
         here.send(SegmentCreated(0, 12))
-        send_handle(here, fd, None)
+        send_descriptor(here, fd)
         here.send(Shutdown())
         assert there.recv() == SegmentCreated(0, 12)
-        received = recv_handle(there)
+        received = receive_descriptor(there, "worker 0")
         try:
             assert os.pread(received, 12, 0) == b"shared bytes"
         finally:

@@ -2,6 +2,7 @@
 test_cli.py and the others run them end to end), ``python -m benchmarks`` lists them all, and
 ``benchmarks.resume``, a script of its own, measures ``state_dict()`` end to end."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,9 +22,11 @@ def test_pytest_imports_the_benchmarks_from_this_clone():
 
 
 @pytest.mark.parametrize("name,option", [
-    ("compare", "--from-json"), ("floor", "--main-us"), ("gpu", "--step-ms"), ("vision", "--tune-malloc"),
+    ("compare", "--from-json"), ("floor", "--main-us"), ("gpu", "--step-ms"),
+    pytest.param("vision", "--tune-malloc", marks=pytest.mark.skipif(
+        importlib.util.find_spec("cv2") is None, reason="benchmarks.vision compares against OpenCV, not installed here")),
     ("columnar", "--rows"), ("raydata", "--cpus"), ("autotune", "--warmup"), ("resume", "--baseline-ref"),
-    ("serial_cost", "--tree"), ("packing", "--buffers"),
+    ("serial_cost", "--tree"), ("packing", "--buffers"), ("freethreading", "--python-ft"),
 ])
 def test_each_bench_shows_its_options_under_its_module_name(name, option):
     done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,

@@ -8,10 +8,11 @@ import pytest
 
 from dataloader import DataLoader, SequentialSampler, StreamSampler
 
-cv2 = pytest.importorskip("cv2", reason="DecodeImage needs OpenCV: pip install 'dataloader[vision]'")
+pytest.importorskip("PIL", reason="DecodeImage needs OpenCV or Pillow: pip install 'dataloader[vision]'")
 
 from dataloader.columnar import ParquetDataset, ParquetStream, write_parquet_shards  # noqa: E402
 from dataloader.transform.vision import DecodeImage  # noqa: E402
+from tests._fixtures_images import png_bytes  # noqa: E402
 
 BAD = {7: "truncated", 33: "truncated", 50: "empty"}
 ROWS = 60
@@ -22,8 +23,7 @@ def shards(tmp_path_factory):
     rng = np.random.default_rng(0)
     images = []
     for row in range(ROWS):
-        ok, encoded = cv2.imencode(".png", rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
-        data = encoded.tobytes()
+        data = png_bytes(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
         images.append({"truncated": data[:10], "empty": b""}.get(BAD.get(row, ""), data))
     folder = tmp_path_factory.mktemp("bad-rows")
     write_parquet_shards({"image": images, "label": list(range(ROWS))}, folder, rows_per_shard=30, row_group_size=10)

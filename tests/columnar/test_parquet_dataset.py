@@ -187,7 +187,7 @@ def test_local_files_are_read_memory_mapped_in_worker_processes_only(tmp_path):
     assert int(dataset[3]["x"]) == 3
     assert not is_mapped(path)  # the main process copies
     loader = DataLoader(dataset, SequentialSampler(dataset, batch_size=5), num_workers=2,
-                        transform=TellsIfMapped(path))
+                        transform=TellsIfMapped(path), worker_type="process")
     batches = list(loader)
     assert [int(x) for b in batches for x in b["x"]] == list(range(10))
     assert all(all(b["mapped"]) for b in batches)  # each worker maps its own copy

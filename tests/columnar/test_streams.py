@@ -340,7 +340,7 @@ def test_local_parquet_is_read_memory_mapped_in_worker_processes_only(tmp_path, 
     assert next(rows)["id"] == 0 and not is_mapped(path)  # the main process copies
     rows.close()
     loader = DataLoader(ParquetStream(path), StreamSampler(batch_size=4), num_workers=1,
-                        parallel_stream=True, transform=TellsIfMapped(path))
+                        parallel_stream=True, transform=TellsIfMapped(path), worker_type="process")
     batches = list(loader)
     assert sum(len(b["id"]) for b in batches) == 12 and all(all(b["mapped"]) for b in batches)
     # As a worker process reads: mapped while its epoch reads, unmapped when the epoch ends.
@@ -363,7 +363,8 @@ def test_a_parquet_file_truncated_under_a_worker_is_a_reported_death(tmp_path, n
     path = tmp_path / "numbers.parquet"
     pq.write_table(pa.table({"x": np.arange(400_000)}), path, row_group_size=20_000, compression="none")
     loader = DataLoader(ParquetStream(path, batch_size=10_000), StreamSampler(), num_workers=1,
-                        parallel_stream=True, prefetch_factor=1, worker_init_fn=_no_crash_dump)
+                        parallel_stream=True, prefetch_factor=1, worker_init_fn=_no_crash_dump,
+                        worker_type="process")  # a crash a process survives: processes on 3.14t too
     with iter(loader) as batches:
         assert len(next(batches)["x"]) == 10_000
         with open(path, "r+b") as file:  # rewritten in place while the worker has it mapped

@@ -10,19 +10,18 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import cv2
-
 from ...errors import ArgumentTypeError, ArgumentValueError
+from . import _numpy_resize as R
 
-#: OpenCV interpolation flags a transform accepts.
+#: The interpolation flags a transform accepts: OpenCV's values, so ``cv2.INTER_*`` works too.
 INTERPOLATIONS = {
-    cv2.INTER_NEAREST: "cv2.INTER_NEAREST",
-    cv2.INTER_LINEAR: "cv2.INTER_LINEAR",
-    cv2.INTER_CUBIC: "cv2.INTER_CUBIC",
-    cv2.INTER_AREA: "cv2.INTER_AREA",
-    cv2.INTER_LANCZOS4: "cv2.INTER_LANCZOS4",
-    cv2.INTER_LINEAR_EXACT: "cv2.INTER_LINEAR_EXACT",
-    cv2.INTER_NEAREST_EXACT: "cv2.INTER_NEAREST_EXACT",
+    R.INTER_NEAREST: "INTER_NEAREST",
+    R.INTER_LINEAR: "INTER_LINEAR",
+    R.INTER_CUBIC: "INTER_CUBIC",
+    R.INTER_AREA: "INTER_AREA",
+    R.INTER_LANCZOS4: "INTER_LANCZOS4",
+    R.INTER_LINEAR_EXACT: "INTER_LINEAR_EXACT",
+    R.INTER_NEAREST_EXACT: "INTER_NEAREST_EXACT",
 }
 
 
@@ -73,7 +72,7 @@ def probability(name: str, value: Any) -> float:
 
 
 def interpolation(name: str, value: Any) -> tuple[int, ...]:
-    """One OpenCV ``INTER_*`` flag, or a sequence of them (one is drawn per sample)."""
+    """One ``INTER_*`` flag (OpenCV's values), or a sequence of them (one is drawn per sample)."""
     choices = tuple(value) if is_sequence(value) else (value,)
     if not choices or not all(is_int(v) and v in INTERPOLATIONS for v in choices):
         allowed = ", ".join(INTERPOLATIONS.values())

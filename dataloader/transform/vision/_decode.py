@@ -18,8 +18,8 @@ class DecodeImage(Transform):
     """Decode the encoded image (JPEG, PNG, ... bytes) in a sample into an ``(H, W, 3)`` uint8 BGR array.
 
     The image comes out exactly as :class:`~dataloader.ImageFolder` gives it
-    for the same file (``cv2.imdecode(..., IMREAD_COLOR)``: grayscale and
-    16-bit images converted), so rows written by ``python -m dataloader
+    for the same file (``cv2.imdecode(..., IMREAD_COLOR)``, or Pillow to the same
+    result without OpenCV: grayscale and 16-bit images converted), so rows written by ``python -m dataloader
     convert`` and decoded here equal the folder's items. As the loader's
     ``transform`` (or the first step of a ``Compose``) it runs in the workers.
 

@@ -5,19 +5,31 @@ trailing axis of length 1, and :func:`keep3d` puts it back. Colour operations
 assume BGR channel order and values in ``[0, 255]`` (uint8 or float32), as
 OpenCV and MegEngine do. Integer results are rounded to the nearest value and
 saturated, not truncated.
+
+The backend is chosen once, at import (:func:`dataloader._image_codec.image_backend`):
+with ``"opencv"`` the calls below go to ``cv2``; with ``"pillow"`` (no OpenCV, as on
+free-threaded 3.14t) to the NumPy versions in ``_numpy_resize`` and ``_numpy_color``,
+or to the NumPy branches these functions already had for what OpenCV cannot take.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence, cast
+import importlib
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
-import cv2
 import numpy as np
 
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
+from ..._image_codec import image_backend
 from ...errors import ArgumentValueError
+from . import _numpy_color
+from ._numpy_resize import resize as numpy_resize
+
+#: Which library the image operations use: "opencv" or "pillow" (NumPy here, Pillow to decode).
+IMAGE_BACKEND = image_backend()
+cv2: Any = importlib.import_module("cv2") if IMAGE_BACKEND == "opencv" else None
 
 #: The dtypes OpenCV's array functions take; others (bool, int64, ...) go through NumPy.
 _CV2_DTYPES = frozenset(
@@ -41,6 +53,8 @@ def to_dtype(image: np.ndarray, dtype: DTypeLike) -> np.ndarray:
 def resize(image: np.ndarray, height: int, width: int, interpolation: int) -> np.ndarray:
     if image.shape[0] == height and image.shape[1] == width:
         return image
+    if cv2 is None:
+        return numpy_resize(image, height, width, interpolation)
     return keep3d(cv2.resize(image, (width, height), interpolation=interpolation))
 
 
@@ -66,7 +80,7 @@ def flip(image: np.ndarray, horizontal: bool, vertical: bool) -> np.ndarray:
     if not (horizontal or vertical):
         return image
     code = -1 if horizontal and vertical else (1 if horizontal else 0)
-    if image.shape[2] > 4 or image.dtype not in _CV2_DTYPES:  # NumPy for what OpenCV can't take
+    if not _opencv_takes(image):  # NumPy for what OpenCV can't take
         return np.ascontiguousarray(image[:: -1 if vertical else 1, :: -1 if horizontal else 1])
     return keep3d(cv2.flip(image, code))
 
@@ -94,7 +108,7 @@ def pad(
     if values.ndim == 0:
         values = np.full(channels, values)
     image = image.astype(dtype, copy=False)
-    if channels <= 4 and image.dtype in _CV2_DTYPES:
+    if _opencv_takes(image):
         # One pass in OpenCV; NumPy's fill broadcasts over a 3-long axis, ~50x slower.
         fill = tuple(float(v) for v in values) + (0.0,) * (4 - channels)
         border = cv2.BORDER_CONSTANT
@@ -115,6 +129,8 @@ def to_chw(array: np.ndarray) -> np.ndarray:
 
 def add_noise(image: np.ndarray, noise: np.ndarray, scale: float, shift: float) -> np.ndarray:
     """``image + noise * scale + shift`` saturated to [0, 255], in the image's dtype (one pass)."""
+    if image.dtype == np.uint8 and cv2 is None:
+        return _numpy_color.add_weighted(noise, scale, image, 1.0, shift)
     if image.dtype == np.uint8:
         return keep3d(cv2.addWeighted(noise, scale, image, 1.0, shift, dtype=cv2.CV_8U))
     noise *= np.float32(scale)
@@ -132,6 +148,8 @@ def to_gray(image: np.ndarray) -> np.ndarray:
         raise ArgumentValueError(
             f"colour transforms need a 1- or 3-channel (BGR) image; got shape {image.shape}."
         )
+    if cv2 is None:
+        return _numpy_color.bgr_to_gray(image)
     return keep3d(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY))
 
 
@@ -139,7 +157,7 @@ def scale_shift(image: np.ndarray, scale: float, shift: float) -> np.ndarray:
     """``image * scale + shift`` saturated to [0, 255], in the image's dtype."""
     if image.dtype == np.uint8:
         lut = np.arange(256, dtype=np.float32) * scale + shift
-        return keep3d(cv2.LUT(image, to_dtype(lut, np.uint8)))
+        return _lut(image, to_dtype(lut, np.uint8))
     out = image.astype(np.float32) * np.float32(scale)
     if shift:
         out += np.float32(shift)
@@ -151,9 +169,16 @@ def blend_gray(image: np.ndarray, alpha: float) -> np.ndarray:
     gray = to_gray(image)
     if image.shape[2] == 1:
         return image.copy()
+    if cv2 is None:
+        if image.dtype == np.uint8:
+            return _numpy_color.add_weighted(image, alpha, gray, 1.0 - alpha, 0.0)
+        out = image.astype(np.float32) * np.float32(alpha)
+        out += gray.astype(np.float32) * np.float32(1 - alpha)  # (H, W, 1) broadcasts over BGR
+        return to_dtype(out, image.dtype)
     gray = cv2.cvtColor(gray, cv2.COLOR_GRAY2BGR)
     if image.dtype == np.uint8:
-        return cv2.addWeighted(image, alpha, gray, 1.0 - alpha, 0.0)
+        blended: np.ndarray = cv2.addWeighted(image, alpha, gray, 1.0 - alpha, 0.0)
+        return blended
     out = cv2.addWeighted(image.astype(np.float32), alpha, gray.astype(np.float32), 1 - alpha, 0.0)
     return to_dtype(out, image.dtype)
 
@@ -165,14 +190,15 @@ def shift_hue(image: np.ndarray, fraction: float) -> np.ndarray:
             f"HueTransform needs a 3-channel BGR image; got shape {image.shape}."
         )
     if image.dtype == np.uint8:
-        hsv = cv2.cvtColor(image, cv2.COLOR_BGR2HSV_FULL)
+        hsv = _numpy_color.bgr_to_hsv_full(image) if cv2 is None else cv2.cvtColor(image, cv2.COLOR_BGR2HSV_FULL)
         # Python's % is never negative, so a negative shift wraps instead of overflowing.
         step = np.uint8(int(round(fraction * 256)) % 256)
         np.add(hsv[:, :, 0], step, out=hsv[:, :, 0])  # uint8 arithmetic wraps modulo 256
-        return cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR_FULL)
-    hsv = cv2.cvtColor(image.astype(np.float32) / np.float32(255), cv2.COLOR_BGR2HSV)
+        return _numpy_color.hsv_full_to_bgr(hsv) if cv2 is None else cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR_FULL)
+    unit = image.astype(np.float32) / np.float32(255)
+    hsv = _numpy_color.bgr_to_hsv(unit) if cv2 is None else cv2.cvtColor(unit, cv2.COLOR_BGR2HSV)
     hsv[:, :, 0] = np.mod(hsv[:, :, 0] + np.float32(fraction * 360.0), np.float32(360.0))
-    out = cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR) * np.float32(255)
+    out = (_numpy_color.hsv_to_bgr(hsv) if cv2 is None else cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR)) * np.float32(255)
     return to_dtype(out, image.dtype)
 
 
@@ -186,14 +212,16 @@ def channel_affine(image: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> n
         )
     scale = np.broadcast_to(scale, (channels,))
     shift = np.broadcast_to(shift, (channels,))
-    out = image.astype(np.float32)  # a new array, written in place from here on
-    if channels <= 4:  # one fused pass in OpenCV; NumPy broadcasting over a 3-long axis is slow
+    out = image.astype(np.float32, order="C")  # a new array, written in place from here on
+    if channels <= 4 and cv2 is not None:  # one fused pass in OpenCV; NumPy over a 3-long axis is slow
         matrix = np.zeros((channels, channels + 1), dtype=np.float64)
         matrix[np.arange(channels), np.arange(channels)] = scale
         matrix[:, channels] = shift
         return keep3d(cv2.transform(out, matrix, dst=out))
-    out *= scale.astype(np.float32)
-    out += shift.astype(np.float32)
+    height, width = image.shape[:2]
+    rows = out.reshape(height, width * channels)  # a row-long operand: NumPy's fast inner loop
+    rows *= np.tile(scale.astype(np.float32), width)
+    rows += np.tile(shift.astype(np.float32), width)
     return out
 
 
@@ -202,6 +230,18 @@ def add_per_channel(image: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     if image.dtype == np.uint8 and image.shape[2] == offsets.size:
         lut = np.arange(256, dtype=np.float32)[:, None] + offsets.astype(np.float32)[None, :]
         lut = to_dtype(lut, np.uint8).reshape(256, 1, offsets.size)
-        return keep3d(cv2.LUT(image, lut))
+        return _lut(image, lut)
     out = channel_affine(image, np.ones(1), offsets.astype(np.float64))
     return to_dtype(out, image.dtype)
+
+
+def _opencv_takes(image: np.ndarray) -> bool:
+    """OpenCV is here and its array functions take this image (at most 4 channels, a dtype it knows)."""
+    return cv2 is not None and image.shape[2] <= 4 and image.dtype in _CV2_DTYPES
+
+
+def _lut(image: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``table[image]`` for uint8 ``image``: one table, or ``(256, 1, C)`` tables, one per channel."""
+    if cv2 is None:
+        return _numpy_color.lut(image, table)
+    return keep3d(cv2.LUT(image, table))

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence, cast
 
-import cv2
 import numpy as np
 
 from . import _args
 from . import _functional as F
 from ...errors import ArgumentTypeError, ArgumentValueError
 from ._base import VisionTransform, as_float, require_image
+from ._numpy_resize import INTER_LINEAR
 
 _NO_PAD = (0, 0, 0, 0)
 
@@ -36,7 +36,7 @@ class Plan:
     pad: tuple[int, int, int, int] = _NO_PAD
     crop: tuple[int, int, int, int] | None = None
     size: tuple[int, int] | None = None
-    interpolation: int = cv2.INTER_LINEAR
+    interpolation: int = INTER_LINEAR
     flip_horizontal: bool = False
     flip_vertical: bool = False
 

@@ -1,6 +1,7 @@
 """Transforms that resize: fixed, shortest-edge, random scale, random crop-and-resize.
 
-Images are resized with OpenCV (``interpolation``: one ``cv2.INTER_*`` flag,
+Images are resized with OpenCV, or its NumPy twin where OpenCV is missing
+(``interpolation``: one ``INTER_*`` flag,
 or a sequence of them, one drawn per sample); masks with nearest neighbour
 sampled at pixel centres, which keeps them aligned with the coordinates and
 works for any mask dtype.
@@ -11,12 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-import cv2
 import numpy as np
 
 from ...errors import ArgumentTypeError, ArgumentValueError
 from . import _args
 from ._geometry import AxisAlignedTransform, Plan, image_size, pick
+from ._numpy_resize import INTER_LINEAR
 
 
 class _Resizing(AxisAlignedTransform):
@@ -41,7 +42,7 @@ class Resize(_Resizing):
     Args:
         output_size: ``(height, width)``; or ``n``: the shorter side becomes ``n``
             and the other keeps the aspect ratio (rounded down).
-        interpolation: a ``cv2.INTER_*`` flag, or a sequence to draw from per sample.
+        interpolation: an ``INTER_*`` flag (OpenCV's values), or a sequence to draw from per sample.
         order: see :class:`VisionTransform`.
 
     Image and mask: ``(height, width, C)``, dtype kept; unchanged (the same
@@ -49,7 +50,7 @@ class Resize(_Resizing):
     """
 
     def __init__(
-        self, output_size: Any, interpolation: Any = cv2.INTER_LINEAR, *, order: Sequence[str] | None = None
+        self, output_size: Any, interpolation: Any = INTER_LINEAR, *, order: Sequence[str] | None = None
     ) -> None:
         super().__init__(interpolation, order)
         if _args.is_int(output_size):
@@ -80,7 +81,7 @@ class ShortestEdgeResize(_Resizing):
             with ``"choice"``, a sequence of sizes to draw one from.
         max_size: the longer side never exceeds this.
         sample_style: ``"range"`` or ``"choice"``.
-        interpolation: a ``cv2.INTER_*`` flag, or a sequence to draw from.
+        interpolation: an ``INTER_*`` flag (OpenCV's values), or a sequence to draw from.
         order: see :class:`VisionTransform`.
 
     Image and mask: resized ``(H', W', C)``, dtype kept.
@@ -93,7 +94,7 @@ class ShortestEdgeResize(_Resizing):
         min_size: Any,
         max_size: int,
         sample_style: str = "range",
-        interpolation: Any = cv2.INTER_LINEAR,
+        interpolation: Any = INTER_LINEAR,
         *,
         order: Sequence[str] | None = None,
     ) -> None:
@@ -137,7 +138,7 @@ class RandomResize(_Resizing):
 
     Args:
         scale_range: ``(min, max)`` factors, ``0 < min <= max``.
-        interpolation: a ``cv2.INTER_*`` flag, or a sequence to draw from.
+        interpolation: an ``INTER_*`` flag (OpenCV's values), or a sequence to draw from.
         order: see :class:`VisionTransform`.
 
     Image and mask: ``(round(H * s), round(W * s), C)``, dtype kept.
@@ -146,7 +147,7 @@ class RandomResize(_Resizing):
     _random = True
 
     def __init__(
-        self, scale_range: Any, interpolation: Any = cv2.INTER_LINEAR, *, order: Sequence[str] | None = None
+        self, scale_range: Any, interpolation: Any = INTER_LINEAR, *, order: Sequence[str] | None = None
     ) -> None:
         super().__init__(interpolation, order)
         self.scale_range = _args.number_pair("scale_range", scale_range, low=0.0)
@@ -172,7 +173,7 @@ class RandomResizedCrop(_Resizing):
         output_size: ``n`` or ``(height, width)``.
         scale_range: ``(min, max)`` fraction of the image area.
         ratio_range: ``(min, max)`` width / height.
-        interpolation: a ``cv2.INTER_*`` flag, or a sequence to draw from.
+        interpolation: an ``INTER_*`` flag (OpenCV's values), or a sequence to draw from.
         order: see :class:`VisionTransform`.
 
     Image and mask: ``(height, width, C)``, dtype kept.
@@ -185,7 +186,7 @@ class RandomResizedCrop(_Resizing):
         output_size: Any,
         scale_range: Any = (0.08, 1.0),
         ratio_range: Any = (3.0 / 4, 4.0 / 3),
-        interpolation: Any = cv2.INTER_LINEAR,
+        interpolation: Any = INTER_LINEAR,
         *,
         order: Sequence[str] | None = None,
     ) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import cv2
-
 import dataloader.transform.vision as V
 
 # name -> (factory taking `order`, does it draw random parameters?)
@@ -16,7 +14,7 @@ CATALOG = {
     "RandomResize": (lambda order: V.RandomResize((0.5, 1.5), order=order), True),
     "RandomCrop": (lambda order: V.RandomCrop(32, padding_size=4, order=order), True),
     "RandomResizedCrop": (
-        lambda order: V.RandomResizedCrop(28, interpolation=[cv2.INTER_LINEAR, cv2.INTER_CUBIC], order=order),
+        lambda order: V.RandomResizedCrop(28, interpolation=[V.INTER_LINEAR, V.INTER_CUBIC], order=order),
         True,
     ),
     "CenterCrop": (lambda order: V.CenterCrop((20, 30), order=order), False),

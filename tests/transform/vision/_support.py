@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from dataloader._local import using_batch_rng
+from dataloader.transform.vision import IMAGE_BACKEND
 
 FULL_ORDER = ("image", "boxes", "mask", "keypoints", "polygons", "boxes_category", "info")
 
@@ -22,6 +23,20 @@ def seeded(seed: int) -> Iterator[None]:
 def run(transform: Any, sample: Any, seed: int = 0) -> Any:
     with seeded(seed):
         return transform.apply(sample)
+
+
+def like_opencv(out: np.ndarray, expected: Callable[[Any], np.ndarray]) -> bool:
+    """``out`` is what ``expected(cv2)`` computes: equal under the OpenCV backend, within one
+    level under the NumPy one (docs/vision.md, "Without OpenCV"); true where cv2 is missing."""
+    try:
+        import cv2
+    except ImportError:
+        return True
+    reference = np.asarray(expected(cv2))
+    reference = reference[:, :, None] if reference.ndim == 2 and out.ndim == 3 else reference
+    if IMAGE_BACKEND == "opencv":
+        return np.array_equal(out, reference)
+    return out.shape == reference.shape and int(np.abs(out.astype(np.int64) - reference).max()) <= 1
 
 
 def noise_image(height: int = 48, width: int = 64, channels: int = 3, seed: int = 0) -> np.ndarray:

@@ -12,8 +12,11 @@ from ._support import FULL_ORDER, full_sample, noise_image, run, same, seeded, s
 
 def test_public_names_are_sorted_and_exported():
     assert V.__all__ == sorted(V.__all__)
-    for name in set(V.__all__) - {"Transform", "PseudoTransform"}:  # those two as MegEngine re-exports them
+    constants = {name for name in V.__all__ if name.isupper()}  # INTER_* flags and IMAGE_BACKEND
+    for name in set(V.__all__) - {"Transform", "PseudoTransform"} - constants:  # MegEngine re-exports those two
         assert getattr(V, name).__module__.startswith("dataloader.transform.vision")
+    assert [getattr(V, name) for name in sorted(constants) if name.startswith("INTER_")] == [3, 2, 4, 1, 5, 0, 6]
+    assert V.IMAGE_BACKEND in ("opencv", "pillow")
     assert V.Transform is Transform and V.PseudoTransform is PseudoTransform
     assert issubclass(VisionTransform, Transform)
 
