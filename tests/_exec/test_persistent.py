@@ -97,7 +97,8 @@ def test_an_epoch_left_early_does_not_leak_into_the_next(no_leaks):
         (a["label"] == b["label"]).all() for a, b in zip(expected, [_without_pid(b) for b in full])
     )
     pids |= _pids(full)
-    assert len(pids) == num_workers, f"more workers than {num_workers} served the loader: {pids}"
+    # At most: which worker is free first depends on the machine's load (one may serve them all).
+    assert len(pids) <= num_workers, f"more workers than {num_workers} served the loader: {pids}"
     # Stale batches of abandoned epochs must give their segments back, or each
     # epoch makes new ones. A worker never needs more at once than the batches
     # the main process may hold for it (num_workers * prefetch_factor), plus one
