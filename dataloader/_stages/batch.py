@@ -63,7 +63,7 @@ class BatchMaker:
     # False in thread workers: global random state is shared by every thread.
     seed_globals: bool = True
     # A seeded loader's thread worker: its first batches are checked for draws from the global
-    # generators, which no seed reaches there (warned once per process).
+    # generators, which no seed reaches there (logged once per process).
     watch_global_draws: bool = False
     # The stage running now, named in a worker's error message. Read it from outside; only
     # the maker writes it (mark_stage names the stages around a batch).
