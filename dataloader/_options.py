@@ -14,6 +14,7 @@ from ._validate import (
     check_optional_seed,
     check_positive_int,
     check_timeout,
+    warn_argument,
 )
 from ._gil import default_worker_type
 from ._failure_book import DEFAULT_MAX_ERRORS, ON_ERROR, check_max_errors
@@ -24,6 +25,15 @@ START_METHODS = ("fork", "spawn", "forkserver")
 AUTO = "auto"
 _AUTO_HINT = "Or 'auto', to have it tuned while the loader runs."
 WORKER_TYPES = ("process", "thread")
+_PLURALS = {"process": "processes", "thread": "threads"}
+# "batch": random state seeded per batch from (seed, epoch, index), the same for any worker
+# count; "worker": PyTorch's scheme, each worker seeded once from seed + worker id.
+SEEDINGS = ("batch", "worker")
+# "least_busy": the next task to the worker with the fewest outstanding; "round_robin": to the
+# workers in turn, so worker i makes batches i, i + n, ... (PyTorch's dispatch).
+DISPATCHES = ("least_busy", "round_robin")
+# What num_workers above max_workers() does: refused, or warned about (PyTorch's way).
+TOO_MANY_WORKERS = ("raise", "warn")
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,9 @@ class LoaderOptions:
     error_log: str | None = None
     # StageHook objects told of every fetch, transform and collate (dataloader.hooks).
     hooks: tuple = ()
+    seeding: str = "batch"
+    dispatch: str = "least_busy"
+    too_many_workers: str = "raise"
 
     def __post_init__(self) -> None:
         # Checked values are stored as the checks return them (a NumPy integer as an int,
@@ -80,8 +93,11 @@ class LoaderOptions:
             chosen = default_worker_type(self.multiprocessing_context) if self.num_workers != 0 else "process"
             object.__setattr__(self, "worker_type", chosen)
         check_choice("worker_type", self.worker_type, WORKER_TYPES)
+        check_choice("seeding", self.seeding, SEEDINGS)
+        check_choice("dispatch", self.dispatch, DISPATCHES)
+        check_choice("too_many_workers", self.too_many_workers, TOO_MANY_WORKERS)
         checked = {
-            "num_workers": _check_workers(self.num_workers, self.worker_type),
+            "num_workers": _check_workers(self.num_workers, self.worker_type, self.too_many_workers),
             "timeout": check_timeout("timeout", self.timeout),
             "preload": check_bool("preload", self.preload),
             "parallel_stream": check_bool("parallel_stream", self.parallel_stream),
@@ -178,7 +194,7 @@ class LoaderOptions:
         return self.multiprocessing_context
 
 
-def _check_workers(value: Any, worker_type: str) -> int | str:
+def _check_workers(value: Any, worker_type: str, too_many: str = "raise") -> int | str:
     if value == AUTO and isinstance(value, str):
         return AUTO
     if isinstance(value, str):
@@ -186,8 +202,15 @@ def _check_workers(value: Any, worker_type: str) -> int | str:
     count = check_non_negative_int("num_workers", value, _AUTO_HINT)
     if count > 1:  # no limit is below 1: skip reading it
         limit, why = max_workers(worker_type)
-        if count > limit:
+        if count > limit and too_many == "raise":
             raise ArgumentValueError(f"`num_workers` must be at most {limit} here; got {count}: {why}.")
+        if count > limit:
+            warn_argument(
+                f"This DataLoader will create {count} worker {_PLURALS[worker_type]} in total, more than the "
+                f"{limit} this machine has room for: {why}. Please be aware that excessive worker "
+                "creation might get DataLoader running slow or even freeze; lower num_workers, or "
+                "pass too_many_workers=\"raise\" to have this refused."
+            )
     return count
 
 

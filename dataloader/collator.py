@@ -473,8 +473,16 @@ _RULES: dict[str, Callable[[Sequence[Any], str], Any]] = {
 
 
 def _as_arrays(values: Sequence[Any], path: str) -> list[np.ndarray]:
-    arrays: list[np.ndarray] = _fill(lambda: [np.asarray(v) for v in values], path)
-    return arrays
+    try:
+        return [np.asarray(v) for v in values]
+    except (TypeError, ValueError, OverflowError, RuntimeError) as exc:
+        if any(getattr(v, "is_nested", False) is True for v in values):
+            raise CollateError(
+                f"Cannot collate `{path}`: batches of nested tensors are not currently supported "
+                "by the default collate_fn (Collator): their samples have no common shape to "
+                "stack. Pass a collate_fn (collator) of your own, one that keeps them in a list."
+            ) from exc
+        raise CollateError(f"Cannot collate `{path}`: {exc}; {_FIX}.") from exc
 
 
 def _promote(dtypes: set[np.dtype], path: str) -> np.dtype:

@@ -22,11 +22,12 @@ class ArgumentTypeError(DataLoaderError, TypeError):
     """An argument has a type that is not allowed."""
 
 
-class CollateError(DataLoaderError, ValueError, TypeError):
+class CollateError(DataLoaderError, ValueError, TypeError, RuntimeError):
     """Samples cannot be combined into a batch (ragged shapes, mismatched keys, ...).
 
-    A ``ValueError`` as NumPy's failed ``stack`` is, and a ``TypeError`` as MegEngine's and
-    PyTorch's collators raise for an unsupported type, so either ``except`` keeps working.
+    A ``ValueError`` as NumPy's failed ``stack`` is, a ``TypeError`` as MegEngine's and
+    PyTorch's collators raise for an unsupported type, and a ``RuntimeError`` as PyTorch's
+    ``default_collate`` raises for ragged sequences and tensors, so each ``except`` keeps working.
     """
 
 

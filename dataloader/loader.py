@@ -179,6 +179,23 @@ class DataLoader:
         ``StageHook`` objects (one, or a list) told before and after each fetch, transform and
         collate, and when one fails; they run where the stage runs (in each worker, with
         workers). Default: none.
+    seeding
+        How random state follows ``seed``. ``"batch"`` (default): as ``seed`` says, per batch,
+        the same for any ``num_workers``. ``"worker"`` (PyTorch's scheme): each worker process
+        seeds ``random``, ``numpy.random`` and torch once as it starts, from the epoch's workers
+        seed plus its id (the loader's seed in the first epoch, a seed derived from it and the
+        epoch in each later one), and leaves them to ``worker_init_fn`` and your code; with
+        ``num_workers=0`` (and thread workers, which share them) your own generators are used
+        and advanced. ``batch_rng()`` is seeded per batch either way.
+    dispatch
+        Which worker makes the next batch. ``"least_busy"`` (default): the one with the fewest
+        batches outstanding. ``"round_robin"``: the workers in turn, whatever their load, so
+        worker ``i`` of ``n`` makes batches ``i``, ``i + n``, ... (PyTorch's dispatch). The
+        batches and their order are the same either way.
+    too_many_workers
+        What an int ``num_workers`` above what this machine has room for does (see
+        ``num_workers``): ``"raise"`` (default) refuses it, ``"warn"`` warns and starts them
+        (PyTorch's way).
     batch_size
         PyTorch's shortcut: without a ``sampler``, the batch size of the sampler built (default
         1). With a ``sampler``, any of the shortcuts is an ``ArgumentValueError``.
@@ -225,6 +242,9 @@ class DataLoader:
         max_errors: int | float | None = None,
         error_log: str | None = None,
         hooks: Any = (),
+        seeding: Literal["batch", "worker"] = "batch",
+        dispatch: Literal["least_busy", "round_robin"] = "least_busy",
+        too_many_workers: Literal["raise", "warn"] = "raise",
         batch_size: int | None = None,
         shuffle: bool | None = None,
         drop_last: bool | None = None,
@@ -260,6 +280,9 @@ class DataLoader:
             max_errors=max_errors,
             error_log=error_log,
             hooks=hooks,
+            seeding=seeding,
+            dispatch=dispatch,
+            too_many_workers=too_many_workers,
         )
         hint_torch_framework(dataset, framework)
         if (batch_size, shuffle, drop_last) != (None, None, None):
@@ -273,6 +296,7 @@ class DataLoader:
             self._transform,
             as_collator(collate_fn, "collate_fn") if collate_fn is not None else as_collator(collator),
             self.options,
+            self._is_stream(dataset),
         )
 
     dataset = property(lambda self: self._pipeline.spec.dataset, doc="The dataset, as given.")
@@ -401,12 +425,18 @@ class DataLoader:
         self.options = state["options"]
         self._transform = state["transform"]
         self._pipeline = Pipeline(
-            state["dataset"], state["sampler"], self._transform, state["collator"], self.options
+            state["dataset"], state["sampler"], self._transform, state["collator"], self.options,
+            self._is_stream(state["dataset"]),
         )
         self._pipeline.epoch = state["epoch"]
         self._pipeline.spec = replace(self._pipeline.spec, base_seed=state.get("base_seed", self._pipeline.spec.base_seed))
         if state.get("resume") is not None:  # loaded and not yet run: the copy resumes there too
             self._pipeline.load_state_dict(*state["resume"])
+
+    def _is_stream(self, dataset: Any) -> bool | None:
+        """Whether ``dataset`` is read as a stream, where a subclass has its own rule (the
+        PyTorch drop-in: PyTorch's); None lets the engine decide (see ``_stages/kinds.py``)."""
+        return None
 
     def __len__(self) -> int:
         length = self._pipeline.length()

@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # The package's files, uncompressed: 0.89 MB when dataloader/bench/ moved out to benchmarks/
 # (1.04 MB with it); about 1.03 MB with remote data, tar shards and mixing; 1.19 MB with padding,
 # length buckets and packing (90 KB of them); 1.29 MB with resuming on another number of ranks and
-# weight schedules (about 95 KB). Past this bound, look for what does not belong in an install.
-MAX_PACKAGE_BYTES = 1_350_000
+# weight schedules (about 95 KB); 1.37 MB with PyTorch's worker behaviour in the drop-in (issue 46,
+# about 20 KB). Past this bound, look for what does not belong in an install.
+MAX_PACKAGE_BYTES = 1_400_000
 
 
 @pytest.fixture(scope="module")

@@ -29,9 +29,11 @@ class Dispatcher:
     When workers read their own stream shards, a worker whose stream has ended gets no more
     tasks, and the epoch ends when every worker's has; in a resumed epoch, each one's first task
     says how many batches of its shard to drop first (``skips``).
-    ``rotate`` (worker streams read in order): tasks go one to a message to the open workers in
-    turn, whatever their load, so each run interleaves the shards alike; the turn starts after
-    ``last_worker`` (the worker whose batch a resumed state handed out last; -1: none).
+    ``rotate`` (worker streams read in order, or ``dispatch="round_robin"``): tasks go one to a
+    message to the open workers in turn, whatever their load, so each run interleaves the shards
+    alike; the turn starts after ``last_worker`` (the worker whose batch a resumed state handed
+    out last; -1: none). With ``skip_full`` (round robin with ``in_order=False``, as PyTorch
+    does) a worker whose turn it is but has no room is passed over, rather than waited for.
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class Dispatcher:
         group: GroupSize | None = None,
         rotate: bool = False,
         last_worker: int = -1,
+        skip_full: bool = False,
     ) -> None:
         self._workers = pool.workers
         self._tasks = tasks
@@ -59,6 +62,7 @@ class Dispatcher:
         # A group of tasks to one worker would break the interleave: rotation sends them singly.
         self.group = GroupSize(1) if rotate else group or GroupSize(1)
         self._rotate = rotate
+        self._skip_full = skip_full
         self._turn = _after(pool.workers, last_worker)  # rotate: position of the next worker in turn
         self.exhausted = False  # no task left to send
         self.in_flight = 0  # sent this epoch, not yet answered
@@ -147,14 +151,26 @@ class Dispatcher:
 
     def _in_turn(self) -> Handle | None:
         """The next open worker in the rotation if it has room; None while it has none (the
-        task waits for it: passing it over would change the interleave)."""
+        task waits for it: passing it over would change the interleave), unless ``skip_full``:
+        then the next open worker after it that has room."""
         count = len(self._workers)
+        first_open = None
         for step in range(count):
-            worker = self._workers[(self._turn + step) % count]
-            if self._is_open(worker):
-                self._turn = (self._turn + step) % count  # closed workers stay closed: skip them for good
-                return worker if len(worker.outstanding) < self.messages_ahead else None
-        self.exhausted = True
+            position = (self._turn + step) % count
+            worker = self._workers[position]
+            if not self._is_open(worker):
+                continue  # closed workers stay closed: the turn skips them for good
+            if first_open is None:
+                first_open = position
+            if len(worker.outstanding) < self.messages_ahead:
+                self._turn = position
+                return worker
+            if not self._skip_full:
+                break
+        if first_open is None:
+            self.exhausted = True
+        else:
+            self._turn = first_open
         return None
 
     def _is_open(self, worker: Handle) -> bool:

@@ -39,8 +39,10 @@ class LoaderIterator(Stage):
         buffer: Any = None,
         epoch: int = 0,
         on_close: Callable[["LoaderIterator", bool], None] | None = None,
+        workers: Callable[[], list[Any]] | None = None,
     ) -> None:
         super().__init__(stages)
+        self._workers = workers  # the executor's worker_processes, where the epoch has workers
         self._on_close = on_close  # told once, when the epoch closes: (this, whether it ran out)
         self._length = length
         self.position = position  # counts what was handed out, for DataLoader.state_dict()
@@ -181,6 +183,13 @@ class LoaderIterator(Stage):
         """
         with self._buffer.allow_buffering() if self._buffer is not None else nullcontext():
             yield
+
+    def worker_processes(self) -> list[Any]:
+        """This epoch's workers, to join or inspect: for a process, an object with ``pid``,
+        ``is_alive()``, ``join()`` and ``exitcode`` as ``multiprocessing.Process`` has them
+        (answering after the epoch reaped it too); for a thread, its ``threading.Thread``.
+        Empty without workers."""
+        return [] if self._workers is None else self._workers()
 
     def stats(self) -> Stats:
         """Timings of this epoch so far, with a verdict on the bottleneck."""

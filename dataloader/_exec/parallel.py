@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 from .._failure import Failure
 from .._options import LoaderOptions
+from .._workers.process_view import WorkerProcess
 from .._stages.occupancy import Occupancy, Stopped
 from .._stages.position import Resume
 from .._stages.stage import Stage
@@ -82,12 +83,14 @@ class ParallelExecutor(Stage):
         # reference), so the epoch and the batches it holds go as soon as it is dropped.
         sender = Sender(pool)
         self._releases = Releases(pool, sender.send)
-        # Worker streams read in order take tasks in turn, so the shards interleave alike in every run.
-        rotate = worker_streams and options.in_order
+        # Worker streams read in order take tasks in turn, so the shards interleave alike in every
+        # run; dispatch="round_robin" hands every loader's tasks out in turn.
+        rotate = options.dispatch == "round_robin" or (worker_streams and options.in_order)
         self._dispatcher = Dispatcher(
             pool, tasks, options.messages_ahead, self._releases, sender.send,
             resume.workers if resume else None, GroupSize(options.fixed_group),
             rotate, resume.last_worker if resume else -1,
+            skip_full=not options.in_order,  # out of order, a busy worker's turn passes (PyTorch's way)
         )
         inbox = Inbox(pool.receiver, epoch, self._reorder, self._dispatcher, self._releases, self._recorder)
         self._waiter = Waiter(pool, inbox, self._releases, OverflowGrants(pool.workers, sender.send))
@@ -173,6 +176,15 @@ class ParallelExecutor(Stage):
                 "epoch is incomplete. This is a bug in dataloader: please report it with the "
                 "loader's options (num_workers, persistent_workers, on_error, start method)."
             )
+
+    def worker_processes(self) -> list[Any]:
+        """The epoch's workers, replacements and stopped ones included: a
+        :class:`~dataloader._workers.process_view.WorkerProcess` per process (answering as a
+        ``multiprocessing.Process`` does), or the ``threading.Thread`` of a thread worker."""
+        return [
+            WorkerProcess(worker) if hasattr(worker, "process") else getattr(worker, "thread")
+            for worker in self._pool.workers
+        ]
 
     def _worker_pids(self) -> list[int]:
         """The pids of the workers that take tasks (the tuner measures their memory)."""

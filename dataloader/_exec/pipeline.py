@@ -38,6 +38,7 @@ from .._failure_book import FailureBook
 from .._tune.tuner import Autotuner
 from ..monitor import MonitorSettings, Recorder, Stats
 from ..rng import draw_seed
+from .._stages.seeding import workers_seed
 from ..transform._base import split_batch_transforms
 from .checkpoint import fresh_position, make_state, resumed_position, saved_base_seed
 from .iterator import LoaderIterator
@@ -52,11 +53,15 @@ class Pipeline:
     """Turns a loader's building blocks into one iterator per epoch.
 
     ``transform`` and ``collator`` are already checked; ``sampler`` may be
-    None (the dataset kind's default).
+    None (the dataset kind's default). ``stream`` says the dataset's kind where the loader has
+    its own rule; None: :func:`~dataloader._stages.kinds.is_stream` decides.
     """
 
-    def __init__(self, dataset: Any, sampler: Any, transform: Any, collator: Any, options: LoaderOptions) -> None:
-        sampler = checked_sampler(dataset, sampler)
+    def __init__(
+        self, dataset: Any, sampler: Any, transform: Any, collator: Any, options: LoaderOptions,
+        stream: bool | None = None,
+    ) -> None:
+        sampler = checked_sampler(dataset, sampler, stream)
         sample_transform, batch_transforms = split_batch_transforms(transform)
         self.spec = PipelineSpec(
             dataset=dataset,
@@ -68,7 +73,7 @@ class Pipeline:
             adapter=resolve_adapter(options.device, options.framework, options.pin_memory),
             batch_transforms=batch_transforms,
         )
-        self.source = build_source(dataset, sampler, options)
+        self.source = build_source(dataset, sampler, options, stream)
         # num_workers="auto" or prefetch_factor="auto": the settings carry over from epoch to epoch.
         self._tuner = _autotuner(options, self.source) if options.tune_workers or options.tune_depth else None
         self.epoch = 0
@@ -81,6 +86,9 @@ class Pipeline:
         self._allow_edited = False  # how it was loaded (a pickled copy loads it the same way)
         # Where the latest epoch stood when it was closed before its end (a break, an error).
         self._left_early: dict | None = None
+        # seeding="worker": the base seed of the next workers, where the loader draws one (the
+        # PyTorch drop-in, once per iter() as PyTorch does); None: from the seed and the epoch.
+        self.workers_seed: int | None = None
 
     def open_epoch(self) -> LoaderIterator:
         """The iterator of the next epoch (ending the open one, if they would share workers or a feed)."""
@@ -106,7 +114,8 @@ class Pipeline:
         executor = self._executor(epoch, recorder, resume)
         stages, buffer = self._consumer_stages(executor, recorder, position)
         length = self.length() if resume is None else position.remaining()
-        iterator = LoaderIterator(stages, length, position, recorder, buffer, epoch, _closed_watch(self))
+        workers = getattr(executor, "worker_processes", None)
+        iterator = LoaderIterator(stages, length, position, recorder, buffer, epoch, _closed_watch(self), workers)
         self._last_iterator = weakref.ref(iterator)
         self._open.add(iterator)
         self._last_recorder = recorder
@@ -239,15 +248,19 @@ class Pipeline:
         if self.source.reads_stream_here:
             tasks = timed_reads(tasks, recorder.read)
         if not options.parallel:
+            # seeding="worker" leaves the global generators to the user's code, as PyTorch's
+            # loader does without workers: only batch_rng() is seeded.
+            per_batch = options.seeding == "batch"
             maker = BatchMaker(
-                spec.dataset, spec.transform, spec.collator, spec.base_seed, restore_random_state=True,
+                spec.dataset, spec.transform, spec.collator, spec.base_seed,
+                restore_random_state=per_batch, seed_globals=per_batch,
                 policy=spec.error_policy(), hooks=options.hooks,
             )
             return SerialExecutor(tasks, maker, recorder, owner=self)
-        pool = self._persistent_pool()
+        pool = self._persistent_pool(epoch)
         owns_pool = pool is None
         if owns_pool:
-            pool = self._start_pool()
+            pool = self._start_pool(epoch)
         on_close = pool.shutdown if owns_pool else None  # a persistent pool outlives the epoch
         with built_on(pool, owns_pool):
             return ParallelExecutor(
@@ -261,11 +274,15 @@ class Pipeline:
             return self._tuner.settings.workers
         return int(self.spec.options.num_workers)
 
-    def _start_pool(self) -> Any:
+    def _start_pool(self, epoch: int) -> Any:
         most = self._tuner.limits.max_workers if self._tuner is not None else None
-        return start_pool(self.spec, self.source, self._worker_count(), most)
+        seed = None
+        if self.spec.options.seeding == "worker":  # each epoch's workers seeded anew (PyTorch's way)
+            drawn = self.workers_seed
+            seed = drawn if drawn is not None else workers_seed(self.spec.base_seed, epoch)
+        return start_pool(self.spec, self.source, self._worker_count(), most, seed)
 
-    def _persistent_pool(self) -> Any:
+    def _persistent_pool(self, epoch: int) -> Any:
         """The pool that outlives epochs (started on first use), or None when each epoch starts its own.
 
         Workers that read their own streams across fixed-size epochs keep
@@ -278,7 +295,7 @@ class Pipeline:
                 self._pool.shutdown()  # a worker died last epoch: start afresh rather than fail forever
                 self._pool = None
         if self._pool is None:
-            self._pool = self._start_pool()
+            self._pool = self._start_pool(epoch)
         return self._pool
 
     def _consumer_stages(self, upstream: Any, recorder: Recorder, position: Position) -> tuple[Any, Buffered | None]:

@@ -24,10 +24,13 @@ _MIN_WORKER_BUDGET = 16 * 2**20
 _pool_ids = itertools.count()
 
 
-def start_pool(spec: PipelineSpec, source: Source, count: int, most: int | None = None) -> WorkerPool | ThreadWorkerPool:
+def start_pool(
+    spec: PipelineSpec, source: Source, count: int, most: int | None = None, seed: int | None = None
+) -> WorkerPool | ThreadWorkerPool:
     """Start ``count`` workers (after checking that the open-files limit has room for them and,
     for processes, the memory room). ``most``: the most the pool may grow to (the autotuner's
-    bound), which the memory budget is split by."""
+    bound), which the memory budget is split by. ``seed``: the workers' base seed, where it is
+    not the loader's (``seeding="worker"`` gives each epoch's workers their own)."""
     options = spec.options
     threads = options.worker_type == "thread"  # no shared memory: no budget, no room to check
     room = None if threads else memory_room()
@@ -38,7 +41,7 @@ def start_pool(spec: PipelineSpec, source: Source, count: int, most: int | None 
         WorkerBoot(
             worker_id=worker_id,
             num_workers=count,
-            seed=spec.base_seed,
+            seed=spec.base_seed if seed is None else seed,
             dataset=spec.dataset,
             transform=spec.transform,
             collator=spec.collator,
@@ -50,7 +53,8 @@ def start_pool(spec: PipelineSpec, source: Source, count: int, most: int | None 
             restart_stream=source.worker_restart,
             policy=spec.error_policy(),
             hooks=options.hooks,
-            watch_global_draws=threads and options.seed is not None,
+            watch_global_draws=threads and options.seed is not None and options.seeding == "batch",
+            seed_per_batch=options.seeding == "batch",
         )
         for worker_id in range(count)
     ]

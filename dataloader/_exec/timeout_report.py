@@ -17,7 +17,7 @@ def timeout_error(pool: WorkerPool | ThreadWorkerPool, timeout: float) -> Loader
     """The error for no batch within ``timeout`` seconds: for each worker with outstanding
     tasks, the oldest task, its indices, and the worker's current stack."""
     lines = [
-        f"DataLoader timeout: no batch arrived within {timeout:g} s (timeout={timeout:g}). "
+        f"DataLoader timed out after {timeout:g} seconds: no batch arrived (timeout={timeout:g}). "
         "Raise `timeout` if batches are legitimately slow; otherwise the stack below shows "
         "where the dataset or transform is stuck."
     ]

@@ -16,10 +16,11 @@ from .stream_sources import CallableTasks, StreamSource, WorkerStreamSource
 from .streams import BatchSize
 
 
-def build_source(dataset: Any, sampler: Any, options: Any) -> Source:
+def build_source(dataset: Any, sampler: Any, options: Any, stream: bool | None = None) -> Source:
     """The source for ``dataset`` read with ``sampler`` under the loader's ``options``.
 
-    ``sampler`` must already be checked (:func:`checked_sampler`).
+    ``sampler`` must already be checked (:func:`checked_sampler`); ``stream`` is the dataset's
+    kind where the loader decided it (None: :func:`is_stream` decides).
     """
     source: Source
     if isinstance(dataset, CallableSource):
@@ -30,7 +31,7 @@ def build_source(dataset: Any, sampler: Any, options: Any) -> Source:
                 "apply. Drop parallel_stream."
             )
         source = CallableTasks(dataset, sampler.batch_size)
-    elif not is_stream(dataset):
+    elif not (is_stream(dataset) if stream is None else stream):
         source = MapSource(sampler)
     elif options.parallel_stream and options.parallel:
         _check_worker_readable(dataset)

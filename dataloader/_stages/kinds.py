@@ -89,10 +89,11 @@ def sampler_from_shortcuts(
     return StreamSampler(batch_size=size, drop_last=dropped)
 
 
-def checked_sampler(dataset: Any, sampler: Any) -> Any:
+def checked_sampler(dataset: Any, sampler: Any, stream: bool | None = None) -> Any:
     """``sampler``, or the default one (for a map dataset, one that follows its length), after
-    checking that it suits the dataset's kind."""
-    stream = is_stream(dataset)
+    checking that it suits the dataset's kind (``stream``, else :func:`is_stream`'s)."""
+    if stream is None:
+        stream = is_stream(dataset)
     if sampler is None:
         return StreamSampler(batch_size=1) if stream else follow_dataset(SequentialSampler(dataset))
     stream_sampler = isinstance(sampler, StreamSampler) or isinstance(

@@ -23,6 +23,7 @@ logger = logging.getLogger("dataloader")
 
 _MASK = (1 << 64) - 1
 _STREAM = 0x5EED_57EA  # sets stream seeds apart from batch seeds
+_WORKERS = 0x3A7B_0C1D  # sets the seeds of seeding="worker"'s workers apart from both
 
 
 def _mix(value: int) -> int:
@@ -48,6 +49,13 @@ def stream_seed(seed: int, epoch: int, index: int) -> int:
     """The seed a stream read by a worker draws with while batch ``index`` of ``epoch`` is read
     (apart from the seed that batch's transforms draw with)."""
     return batch_seed(seed ^ _STREAM, epoch, index)
+
+
+def workers_seed(seed: int, epoch: int) -> int:
+    """The base seed of epoch ``epoch``'s workers under ``seeding="worker"`` (worker ``w`` seeds
+    itself with this plus ``w``, as PyTorch's do): ``seed`` itself in epoch 0, a seed of its own
+    in each later epoch, so that the workers of each epoch draw anew."""
+    return seed if epoch == 0 else batch_seed(seed ^ _WORKERS, epoch, 0)
 
 
 def seed_all(seed: int) -> None:

@@ -153,7 +153,7 @@ def timed_stream(stream: Iterator[Any], timeout: float) -> BufferedIterator:
         timeout=timeout,
         name="dataloader-stream-reader",
         timeout_message=(
-            f"DataLoader timeout: the stream produced no sample within {timeout:g} s. "
+            f"DataLoader timed out after {timeout:g} seconds: the stream produced no sample. "
             "The dataset's __iter__ is blocked or very slow; raise `timeout` or check the "
             "stream's source."
         ),

@@ -5,7 +5,8 @@ exception travels home. See docs/design/workers.md for the state machine.
 - ``loop.py``: the loop a worker process runs: it makes the tasks it is sent, in order.
 - ``messages.py``: the protocol's typed messages; ``wire.py`` the socket that carries them.
 - ``pool.py``: starting, watching and stopping worker processes; ``handle.py`` what the
-  executor knows of one worker, process or thread.
+  executor knows of one worker, process or thread; ``process_view.py`` a worker process as
+  an epoch's ``worker_processes()`` shows it, still answering once reaped.
 - ``exits.py``: waiting, with a bound, for a worker or probe to exit, then killing it.
 - ``threads.py``: thread workers, the same loop and protocol in threads of this process;
   ``thread_channel.py`` their channels, which the pool closes even while a thread is stuck.

@@ -31,6 +31,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
 
 from .._alloc import use_allocator
@@ -45,6 +46,7 @@ from .._transport.arena import BumpAllocator, Segment, SegmentPool
 from .._transport.codec import LocalBatch, SharedBatch, fits_inline, inline, pack, split
 from .._transport.mapping import unsendable
 from .._transport.skeleton import SkeletonNames
+from ..errors import ArgumentTypeError
 from ..worker import WorkerInfo
 from .messages import (
     BatchDone,
@@ -97,26 +99,61 @@ class WorkerBoot:
     hooks: tuple = ()
     # A thread worker of a loader given seed=: say if code draws from the shared global generators.
     watch_global_draws: bool = False
+    # seeding="batch": random state seeded per batch; False (seeding="worker"): only at start.
+    seed_per_batch: bool = True
 
 
-@dataclass(frozen=True)
 class PickledBoot:
-    """A :class:`WorkerBoot` pickled by the main process (spawn and forkserver).
+    """A :class:`WorkerBoot` on its way to a spawn or forkserver worker.
 
-    ``multiprocessing`` would unpickle the boot before the worker's own code runs, where a
-    dataset that fails to unpickle can only print a traceback and exit; unpickled in
-    :func:`run_worker` instead, the failure goes home like any other worker error.
+    It is pickled when ``multiprocessing`` pickles the worker's ``Process``, by multiprocessing's
+    own pickler while the child is being spawned: what multiprocessing lets a child inherit (a
+    ``Value``, a ``Lock``, a ``Queue``) travels in the dataset as it does to PyTorch's workers,
+    and a part that does not pickle is named before any worker starts. The worker unpickles it
+    in :func:`run_worker`, not before its own code runs, where a dataset that fails to unpickle
+    could only print a traceback and exit: the failure goes home like any other worker error.
     """
 
-    worker_id: int
-    data: bytes
+    def __init__(self, boot: WorkerBoot, method: str) -> None:
+        self.worker_id = boot.worker_id
+        self._boot: WorkerBoot | None = boot
+        self._method = method
+        self._data = b""
 
     @classmethod
-    def of(cls, boot: WorkerBoot) -> "PickledBoot":
-        return cls(boot.worker_id, pickle.dumps(boot, protocol=pickle.HIGHEST_PROTOCOL))
+    def of(cls, boot: WorkerBoot, method: str) -> "PickledBoot":
+        return cls(boot, method)
+
+    def __getstate__(self) -> dict[str, Any]:
+        assert self._boot is not None, "a PickledBoot travels once"
+        return {"worker_id": self.worker_id, "data": _pickled(self._boot, self._method)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.worker_id, self._data, self._boot, self._method = state["worker_id"], state["data"], None, ""
 
     def load(self) -> WorkerBoot:
-        return pickle.loads(self.data)
+        return pickle.loads(self._data)
+
+
+_SENT_PARTS = ("dataset", "transform", "collator", "worker_init_fn")
+
+
+def _pickled(boot: WorkerBoot, method: str) -> bytes:
+    """``boot`` pickled by multiprocessing's pickler; a part that does not pickle is named."""
+    try:
+        return bytes(ForkingPickler.dumps(boot, pickle.HIGHEST_PROTOCOL))
+    except Exception as whole_error:
+        for name in _SENT_PARTS:
+            value = getattr(boot, name)
+            try:
+                ForkingPickler.dumps(value, pickle.HIGHEST_PROTOCOL)
+            except Exception as error:
+                raise ArgumentTypeError(
+                    f"`{name}` ({type(value).__name__}) cannot be pickled, and the {method!r} start "
+                    f"method sends it to each worker by pickling: {error}. Define it at module "
+                    "level (not inside a function, not a lambda), or use multiprocessing_context='fork'."
+                ) from error
+        raise whole_error
 
 
 class StopWorker(Exception):
@@ -184,10 +221,12 @@ class WorkerLoop:
         self.local = local
         self.pid = os.getpid()
         # Thread workers share the process's global random state, so only
-        # batch_rng() is seeded for them (per thread).
+        # batch_rng() is seeded for them (per thread); so it is where seeding="worker" seeds
+        # the global generators once, in start().
         self.maker = BatchMaker(
             boot.dataset, boot.transform, boot.collator, boot.seed,
-            seed_globals=not local,  # per batch (7 us): its draws do not depend on the worker
+            # per batch (7 us): its draws do not depend on the worker
+            seed_globals=not local and boot.seed_per_batch,
             watch_global_draws=boot.watch_global_draws,
             policy=replace(boot.policy, worker=boot.worker_id), hooks=boot.hooks,
         )
@@ -204,7 +243,8 @@ class WorkerLoop:
         self.shard = (
             ShardReader(
                 boot.dataset, boot.stream_batch_size, boot.restart_stream,
-                seed=None if local else boot.seed, worker=boot.worker_id, workers=boot.num_workers,
+                seed=boot.seed if boot.seed_per_batch and not local else None,
+                worker=boot.worker_id, workers=boot.num_workers,
             )
             if boot.stream_batch_size is not None
             else None

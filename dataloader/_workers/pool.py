@@ -16,16 +16,15 @@ import logging
 import multiprocessing.process
 import multiprocessing.resource_tracker
 import os
-import pickle
 import select
 import signal
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any, Iterator, NoReturn
 
-from ..errors import ArgumentTypeError, WorkerDiedError
+from ..errors import WorkerDiedError
 from ..memory import describe_oom, describe_shm
 from .._transport.receiver import Receiver
 from .descriptors import START_PEAK, descriptors_for, ensure_free
@@ -48,10 +47,15 @@ class WorkerHandle(Handle):
 
     process: Any
     stack_in: Connection
+    # How it exited, kept when the pool closes its Process (whose exitcode then raises).
+    exitcode: int | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        self._pid: int = self.process.pid  # kept: a closed Process no longer tells it
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self._pid
 
     @property
     def sentinel(self) -> int:
@@ -68,8 +72,6 @@ class WorkerPool:
     def __init__(self, boots: list[WorkerBoot], context: Any) -> None:
         method = context.get_start_method()
         refuse_workers_while_starting()
-        if method != "fork":
-            _check_picklable(boots[0], method)
         self.receiver = Receiver()
         self.workers: list[WorkerHandle] = []
         self._context = context
@@ -195,8 +197,9 @@ class WorkerPool:
 
     def _launch(self, boot: WorkerBoot, worker_end: Connection, alive_in: Connection, stack_out: Connection) -> Any:
         """The started process of ``boot``, handed the worker's ends of its pipes."""
-        # Pickled here, unpickled by the worker where a failure can be reported (PickledBoot).
-        sent = boot if self._context.get_start_method() == "fork" else PickledBoot.of(boot)
+        # Pickled as the process starts, unpickled by the worker where a failure can be reported.
+        method = self._context.get_start_method()
+        sent = boot if method == "fork" else PickledBoot.of(boot, method)
         process = self._context.Process(
             target=run_worker,
             args=(sent, worker_end, alive_in, stack_out),
@@ -354,6 +357,7 @@ def _end_process(worker: WorkerHandle, grace: float = 0.0) -> None:
     end_process(worker.process, grace)
     _close_quietly(worker.conn, worker.stack_in)
     if worker.process.exitcode is not None:
+        worker.exitcode = worker.process.exitcode
         worker.process.close()
 
 
@@ -386,21 +390,22 @@ def _named(error: BaseException) -> str:
 
 
 def death_message(worker_id: int, pid: int, exitcode: int | None) -> str:
-    """What happened to a worker that exited unasked, and the likely cause."""
+    """What happened to a worker that exited unasked, and the likely cause. It opens with
+    PyTorch's words for the same event, which tests and searches look for."""
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
+            description = signal.strsignal(-exitcode) or name
         except ValueError:
-            name = f"signal {-exitcode}"
-        how = f"killed by signal {name}"
+            name = description = f"signal {-exitcode}"
+        text = f"DataLoader worker (pid {pid}) is killed by signal: {description} ({name}); it was worker {worker_id}."
         cause = _SIGNAL_CAUSES.get(-exitcode, lambda: "")()
     else:
-        how = f"exited with code {exitcode}"
+        text = f"DataLoader worker (pid(s) {pid}) exited unexpectedly with exit code {exitcode}; it was worker {worker_id}."
         cause = (
             "Something in the dataset, transform or collator called os._exit() or sys.exit(), "
             "or a native library aborted."
         )
-    text = f"DataLoader worker {worker_id} (pid {pid}) exited unexpectedly: {how}."
     return f"{text} {cause}".rstrip()
 
 
@@ -446,15 +451,3 @@ def _heap_frozen() -> Iterator[None]:
     finally:
         gc.unfreeze()
 
-
-def _check_picklable(boot: WorkerBoot, method: str) -> None:
-    for name in ("dataset", "transform", "collator", "worker_init_fn"):
-        value = getattr(boot, name)
-        try:
-            pickle.dumps(value)
-        except Exception as error:
-            raise ArgumentTypeError(
-                f"`{name}` ({type(value).__name__}) cannot be pickled, and the {method!r} start "
-                f"method sends it to each worker by pickling: {error}. Define it at module level "
-                "(not inside a function, not a lambda), or use multiprocessing_context='fork'."
-            ) from error

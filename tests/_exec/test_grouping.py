@@ -178,7 +178,7 @@ def test_a_worker_that_dies_inside_a_group_is_reported(no_leaks, tmp_path):
             pass
     report = read_report(report_path)
     assert caught.value.worker_id == report["worker_id"]
-    assert "killed by signal SIGKILL" in str(caught.value)
+    assert "is killed by signal: Killed (SIGKILL)" in str(caught.value)
 
 
 def test_a_stuck_sample_inside_a_group_times_out(no_leaks, tmp_path):

@@ -79,7 +79,7 @@ def test_timed_stream_times_out_and_closes():
 
     timed = timed_stream(stuck(), timeout=0.2)
     assert next(timed) == 1
-    with pytest.raises(LoaderTimeoutError, match="no sample within 0.2 s"):
+    with pytest.raises(LoaderTimeoutError, match="DataLoader timed out after 0.2 seconds: the stream produced no sample"):
         next(timed)
     gate.set()
     timed.close()

@@ -11,6 +11,7 @@ import ctypes
 import errno
 import faulthandler
 import json
+import multiprocessing
 import os
 import signal
 import sys
@@ -318,6 +319,22 @@ class FailingCollator(Collator):
 
 def failing_worker_init(worker_id: int) -> None:
     raise ValueError(f"cannot open the database in worker {worker_id} (pid {os.getpid()})")
+
+
+class CountsReads(Numbers):
+    """Counts its reads in a ``multiprocessing.Value`` and holds a ``Semaphore``: objects that
+    multiprocessing lets a spawned child inherit, though plain pickle refuses them."""
+
+    def __init__(self, size: int, method: str) -> None:
+        super().__init__(size)
+        context = multiprocessing.get_context(method)
+        self.reads = context.Value("i", 0, lock=True)
+        self.gate = context.Semaphore(1)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        with self.gate, self.reads.get_lock():
+            self.reads.value += 1
+        return super().__getitem__(index)
 
 
 # -- things that do not pickle (for the spawn/forkserver up-front check) --------

@@ -7,6 +7,7 @@ the processes a script leaves behind when it is interrupted or just exits.
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 import dataloader
 from tests._workers._fixtures import (
+    CountsReads,
     HoldsLambdaCollator,
     HoldsLambdaDataset,
     HoldsLambdaTransform,
@@ -139,6 +141,22 @@ def test_an_unpicklable_part_is_named_before_any_worker_starts(no_leaks, method,
     for other in ("dataset", "transform", "collator", "worker_init_fn"):
         if other != name:
             assert f"`{other}`" not in message
+
+
+@pytest.fixture(scope="module")
+def shared_heap():
+    """multiprocessing's shared heap, made before a test's leak check: its arena's descriptors
+    are multiprocessing's, kept for the life of the process, not the loader's."""
+    return multiprocessing.Value("i", 0)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_what_multiprocessing_lets_a_child_inherit_reaches_the_workers(shared_heap, no_leaks, method):
+    """A Value and a Semaphore in the dataset travel as multiprocessing sends them to a child it
+    spawns (PyTorch's workers get them so); the workers count into the parent's Value."""
+    dataset = CountsReads(8, method)
+    assert [b.tolist() for b in loader_over(dataset, method)] == [[[i] for i in range(4)], [[i] for i in range(4, 8)]]
+    assert dataset.reads.value == 8
 
 
 def test_fork_needs_no_pickling(no_leaks):
