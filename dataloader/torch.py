@@ -224,25 +224,25 @@ class DataLoader(_Engine):
         if self._draws_left != 0:
             # One int64 per iterator from the loader's generator, as PyTorch draws its base seed,
             # so that the program's random stream goes on as it would under PyTorch.
-            drawn = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+            drawn = _draw_int64(self.generator)
             if self._draws_left is not None:
                 self._draws_left -= 1
             if self._datapipe and self.num_workers != 0:
                 # PyTorch's worker iterator draws the DataPipe's seed once more as it starts (for
                 # its own copy, which its workers never read): so does this, to keep the stream.
-                torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+                _draw_int64(self.generator)
             if not self._seed_fixed:  # the first draw seeds the loader (a state_dict carries it)
                 self._seed_fixed = True
                 self._pipeline.spec = replace(self._pipeline.spec, base_seed=drawn)
             if self._workers_follow_draws:
-                self._pipeline.workers_seed = drawn
+                self._pipeline.drawn_workers_seed = drawn
         return _Epoch(super().__iter__(), self.dataset, self._stream_length, self.num_workers != 0)
 
     def _seed_datapipe(self) -> None:
         """Seed the DataPipe graph's random operations (its shuffler) for this epoch from one
         draw of the loader's generator, and shard it for this process's rank; each worker's
         copy, made as the epoch's workers start, is sharded again for the worker."""
-        shared = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+        shared = _draw_int64(self.generator)
         apply_random_seed(self.dataset, torch.Generator().manual_seed(shared))
         world, rank = _distributed_settings()
         self._worker_setup.distributed = (world, rank)
@@ -257,7 +257,7 @@ class DataLoader(_Engine):
         super().load_state_dict(state, skip_ahead=skip_ahead, allow_edited=allow_edited, reweight=reweight)
         self._seed_fixed = True
         self._workers_follow_draws = False  # from the saved seed on, each epoch's workers their own
-        self._pipeline.workers_seed = None
+        self._pipeline.drawn_workers_seed = None
 
     def __getstate__(self) -> dict[str, Any]:
         ours = {k: v for k, v in vars(self).items() if k not in ("options", "_transform", "_pipeline", "_initialized")}
@@ -435,6 +435,12 @@ class _TorchWorkerInit:
                 apply_sharding(info.dataset, info.num_workers * world, worker_id * world + rank)
         if self.user_fn is not None:
             self.user_fn(worker_id)
+
+
+def _draw_int64(generator: Any) -> int:
+    """One int64 from ``generator`` (torch's default one when None), drawn as PyTorch's loader
+    draws its seeds, so that the program's random stream moves as it would under PyTorch."""
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
 def _distributed_settings() -> tuple[int, int]:

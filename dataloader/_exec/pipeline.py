@@ -88,7 +88,7 @@ class Pipeline:
         self._left_early: dict | None = None
         # seeding="worker": the base seed of the next workers, where the loader draws one (the
         # PyTorch drop-in, once per iter() as PyTorch does); None: from the seed and the epoch.
-        self.workers_seed: int | None = None
+        self.drawn_workers_seed: int | None = None
 
     def open_epoch(self) -> LoaderIterator:
         """The iterator of the next epoch (ending the open one, if they would share workers or a feed)."""
@@ -278,7 +278,7 @@ class Pipeline:
         most = self._tuner.limits.max_workers if self._tuner is not None else None
         seed = None
         if self.spec.options.seeding == "worker":  # each epoch's workers seeded anew (PyTorch's way)
-            drawn = self.workers_seed
+            drawn = self.drawn_workers_seed
             seed = drawn if drawn is not None else workers_seed(self.spec.base_seed, epoch)
         return start_pool(self.spec, self.source, self._worker_count(), most, seed)
 

@@ -120,10 +120,6 @@ class PickledBoot:
         self._method = method
         self._data = b""
 
-    @classmethod
-    def of(cls, boot: WorkerBoot, method: str) -> "PickledBoot":
-        return cls(boot, method)
-
     def __getstate__(self) -> dict[str, Any]:
         assert self._boot is not None, "a PickledBoot travels once"
         return {"worker_id": self.worker_id, "data": _pickled(self._boot, self._method)}

@@ -199,7 +199,7 @@ class WorkerPool:
         """The started process of ``boot``, handed the worker's ends of its pipes."""
         # Pickled as the process starts, unpickled by the worker where a failure can be reported.
         method = self._context.get_start_method()
-        sent = boot if method == "fork" else PickledBoot.of(boot, method)
+        sent = boot if method == "fork" else PickledBoot(boot, method)
         process = self._context.Process(
             target=run_worker,
             args=(sent, worker_end, alive_in, stack_out),

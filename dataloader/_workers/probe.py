@@ -96,7 +96,7 @@ def _probe(context: Any, boot: WorkerBoot, task: BatchTask, timeout: float | Non
     reader, writer = context.Pipe(duplex=False)
     alive_in, alive_out = context.Pipe(duplex=False)
     fork = context.get_start_method() == "fork"
-    sent = boot if fork else PickledBoot.of(boot, context.get_start_method())
+    sent = boot if fork else PickledBoot(boot, context.get_start_method())
     close_fds = (alive_out.fileno(), reader.fileno()) if fork else ()
     process = context.Process(
         target=run_probe, args=(sent, task, writer, alive_in, close_fds), name="dataloader-probe", daemon=True
