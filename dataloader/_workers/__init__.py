@@ -15,6 +15,7 @@ exception travels home. See docs/design/workers.md for the state machine.
 - ``descriptors.py``: the file descriptors a pool needs, checked against ``ulimit -n``;
   ``fd_passing.py`` how a worker hands the main process a segment's descriptor.
 - ``native_threads.py``: the libraries' thread pools capped at one thread in each worker.
+- ``heap.py``: a worker's malloc keeps freed memory for the next batch (no page faults per batch).
 - ``arrow_pool.py``: a forked worker's Arrow allocations from a memory pool of its own.
 - ``fork_safety.py``: a process forked by user code leaves the parent's workers alone.
 - ``main_guard.py``: a spawn script without the ``__main__`` guard, told so on both sides.

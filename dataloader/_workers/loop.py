@@ -67,6 +67,7 @@ from .messages import (
 )
 from .arrow_pool import use_own_arrow_pool
 from .fd_passing import send_descriptor
+from .heap import keep_freed_memory
 from .native_threads import use_one_native_thread
 from .remote_error import RemoteError
 from .wire import Wire
@@ -180,6 +181,7 @@ def run_worker(
         # Before worker_init_fn (in start), which may raise a count again.
         capped = use_one_native_thread()
         logger.debug("worker %d: thread pools capped at 1: %s", boot.worker_id, ", ".join(capped) or "none")
+        logger.debug("worker %d: freed memory kept for the next batch: %s", boot.worker_id, keep_freed_memory())
         if forked:
             logger.debug("worker %d: Arrow allocates from %s", boot.worker_id, use_own_arrow_pool())
         worker = WorkerLoop(boot, wire)
