@@ -25,13 +25,18 @@ Benches (each a module with ``main(argv)``):
   throughput), and ``BucketSampler``'s padding against random batches.
 - ``freethreading``: thread workers on free-threaded Python 3.14t against process workers there
   and on Python 3.14 with the GIL (samples/s, peak memory), each run in a child interpreter.
+- ``decode``: JPEG decode + RandomResizedCrop(224) + flip at three image sizes: the fused
+  ``DecodeRandomResizedCrop`` against today's path, PyTorch, tf.data, DALI, Grain and SPDL.
+- ``jpeg_decoders``: JPEG decoders at full and reduced scale, one thread, and the fused crop
+  against the two-step one per image (time and PSNR).
 
 Their parts: ``config``, ``workloads``, ``small``, ``batches``, ``loaders``, ``measure``,
 ``schedule``, ``summary``, ``tables``, ``machine`` and ``plot`` (the ``compare`` bench);
 ``floor_workers``; ``vision_ops``; ``columnar_contenders`` and ``columnar_data``;
 ``autotune_runs``, ``autotune_measure`` and ``autotune_report``; ``remote_contenders`` and
 ``remote_data``; ``packing_contenders`` and ``packing_data``; ``freethreading_runs``,
-``freethreading_child``, ``freethreading_workloads`` and ``freethreading_report``; and, shared by all,
+``freethreading_child``, ``freethreading_workloads`` and ``freethreading_report``;
+``decode_contenders``, ``decode_child`` and ``decode_data``; and, shared by all,
 ``repetitions`` (rotating order, paired medians), ``output`` (cells, tables, JSON) and
 ``options`` (the command-line options they share).
 """
@@ -50,4 +55,6 @@ BENCHES = {
     "serial_cost": "CPU per batch with num_workers=0 on small samples, this checkout or another (--tree)",
     "packing": "PackedStream vs Grain's packers (padding, throughput); BucketSampler vs random batches",
     "freethreading": "thread vs process workers on free-threaded 3.14t, and vs 3.14 (GIL) processes",
+    "decode": "JPEG decode + RandomResizedCrop + flip: fused vs unfused vs torch, tf.data, DALI, Grain, SPDL",
+    "jpeg_decoders": "JPEG decoders at 1/1, 1/2, 1/4 scale; the fused crop vs the two-step one per image",
 }

@@ -30,6 +30,10 @@ BACKENDS = ("opencv", "pillow")
 #: EOFError or IndexError on malformed headers; truncated data is OSError).
 _PILLOW_DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error)
 _ORIENTATION = 0x0112  # the EXIF tag OpenCV's decoder applies
+# cv2.IMREAD_REDUCED_COLOR_2/_4/_8, by value (cv2 is imported only where it decodes).
+_OPENCV_REDUCED = {2: 17, 4: 33, 8: 65}
+# EXIF orientation -> PIL.Image.Transpose value: what turns the stored pixels upright.
+_TRANSPOSES = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,16 +65,21 @@ def can_decode() -> bool:
     return any(importlib.util.find_spec(name) is not None for name in ("cv2", "PIL"))
 
 
-def decode_bgr(data: Any, what: str, fix: str) -> np.ndarray:
+def decode_bgr(data: Any, what: str, fix: str, reduce: int = 1) -> np.ndarray:
     """Encoded image bytes (any buffer) -> ``(H, W, 3)`` uint8 BGR.
 
     Bytes that do not decode raise :class:`ImageDecodeError` naming ``what`` (such as
-    ``"image 'a/b.jpg'"``) and ending with ``fix``.
+    ``"image 'a/b.jpg'"``) and ending with ``fix``. ``reduce`` (2, 4 or 8) asks a JPEG's decoder
+    for ``1/reduce`` of each side (libjpeg's DCT scaling: ``ceil(H / reduce)`` rows); other
+    formats ignore it, so callers check the size they got.
     """
     array = np.frombuffer(data, dtype=np.uint8)
     image = None
     if array.size:
-        image = _decode_opencv(array) if image_backend() == "opencv" else _decode_pillow(array, what)
+        if image_backend() == "opencv":
+            image = _decode_opencv(array, reduce)
+        else:
+            image = _decode_pillow(array, what, reduce)
     if image is None:
         raise ImageDecodeError(
             f"cannot decode {what} ({array.size} bytes): the file is corrupt, truncated "
@@ -95,24 +104,26 @@ def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:
     return buffer.getvalue()
 
 
-def _decode_opencv(array: np.ndarray) -> np.ndarray | None:
+def _decode_opencv(array: np.ndarray, reduce: int = 1) -> np.ndarray | None:
     import cv2
 
+    flag = _OPENCV_REDUCED[reduce] if reduce > 1 else cv2.IMREAD_COLOR
     try:
-        image: np.ndarray | None = cv2.imdecode(array, cv2.IMREAD_COLOR)
+        image: np.ndarray | None = cv2.imdecode(array, flag)
     except cv2.error:  # some malformed headers make OpenCV raise instead of returning None
         return None
     return image
 
 
-def _decode_pillow(array: np.ndarray, what: str) -> np.ndarray | None:
+def _decode_pillow(array: np.ndarray, what: str, reduce: int = 1) -> np.ndarray | None:
     Image = _pillow()
-    from PIL import ImageOps
 
     try:
         with Image.open(io.BytesIO(array.data)) as opened:
-            rotated = opened.getexif().get(_ORIENTATION, 1) not in (0, 1)  # exif_transpose copies anyway
-            return _to_bgr(ImageOps.exif_transpose(opened) if rotated else opened, opened.format)
+            if reduce > 1:  # picks 1/reduce: width // (width // reduce) is in [reduce, 2 * reduce)
+                opened.draft("RGB", (max(1, opened.width // reduce), max(1, opened.height // reduce)))
+            method = _TRANSPOSES.get(_exif_orientation(Image, opened))
+            return _to_bgr(opened.transpose(method) if method is not None else opened, opened.format)
     except Image.DecompressionBombError as error:
         raise ImageDecodeError(
             f"Pillow refuses to decode {what}: {error} If the file is trusted, raise "
@@ -120,6 +131,20 @@ def _decode_pillow(array: np.ndarray, what: str) -> np.ndarray | None:
         ) from None
     except _PILLOW_DECODE_ERRORS:
         return None
+
+
+def _exif_orientation(Image: Any, opened: Any) -> int:
+    """The orientation in the file's EXIF block, 1 without one. Only EXIF, as OpenCV reads it:
+    Pillow's ``getexif()`` also takes one from XMP, which OpenCV ignores."""
+    raw = opened.info.get("exif")
+    if not raw:
+        return 1
+    exif = Image.Exif()
+    try:
+        exif.load(raw)
+        return int(exif.get(_ORIENTATION, 1))
+    except (*_PILLOW_DECODE_ERRORS, KeyError, TypeError):  # a malformed block: OpenCV ignores it too
+        return 1
 
 
 def _to_bgr(image: Any, file_format: str | None) -> np.ndarray:

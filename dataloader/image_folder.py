@@ -38,6 +38,10 @@ class ImageFolder(Dataset):
     16-bit files are converted),
     and the label as ``np.int32`` or, with ``class_name=True``, the class name.
     A file that cannot be decoded raises :class:`ImageDecodeError` naming it.
+    With ``decode=False`` the image is the file's bytes (an :class:`ImageFile`, ``bytes`` that
+    know their path), left for the transform to
+    decode (``DecodeRandomResizedCrop``, ``DecodeResize`` or ``DecodeImage``), which
+    then decodes in the workers and at the scale its output needs.
 
     The file list is stored as NumPy arrays (one byte buffer of all paths plus
     offsets, and an int32 label array), not as a list of Python objects. A
@@ -50,6 +54,7 @@ class ImageFolder(Dataset):
         root: the folder holding one sub-folder per class.
         check_valid_func: ``path -> bool`` deciding which files are samples.
         class_name: return the class name instead of its index.
+        decode: decode each image (True), or return the file's bytes (False).
     """
 
     order = ("image", "image_category")
@@ -59,6 +64,7 @@ class ImageFolder(Dataset):
         root: str | os.PathLike,
         check_valid_func: Callable[[str], bool] | None = None,
         class_name: bool = False,
+        decode: bool = True,
     ) -> None:
         if not isinstance(root, (str, os.PathLike)):
             raise ArgumentTypeError(f"`root` must be a path; got {type(root).__name__}.")
@@ -71,6 +77,7 @@ class ImageFolder(Dataset):
                 f"got {type(check_valid_func).__name__}."
             )
         self.class_name = check_bool("class_name", class_name)
+        self.decode = check_bool("decode", decode)
         self.classes = tuple(sorted(e.name for e in os.scandir(self.root) if e.is_dir()))
         if not self.classes:
             raise ArgumentValueError(
@@ -132,8 +139,12 @@ class ImageFolder(Dataset):
         """MegEngine's ``(path, label)`` list, built on each access (do not keep it in workers)."""
         return [(self.path(i), self._label(i)) for i in range(len(self))]
 
-    def __getitem__(self, index: int) -> tuple[np.ndarray, Any]:
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
         index = self._check_index(index)
+        if not self.decode:
+            path = self.path(index)
+            with open(path, "rb") as file:
+                return ImageFile(file.read(), path), self._label(index)
         return read_image(self.path(index)), self._label(index)
 
     def _label(self, index: int) -> Any:
@@ -147,16 +158,36 @@ class ImageFolder(Dataset):
         return int(index) + length if index < 0 else int(index)
 
 
+class ImageFile(bytes):
+    """An image file's bytes (``ImageFolder(decode=False)``'s items), with its ``path``, so that
+    the transform that decodes them names the file when they do not decode."""
+
+    path: str
+
+    def __new__(cls, data: bytes, path: str) -> ImageFile:
+        self = super().__new__(cls, data)
+        self.path = path
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ImageFile, (bytes(self), self.path)
+
+
+#: What to do about a file of an ImageFolder that does not decode.
+FILE_FIX = "Remove it, or pass a `check_valid_func` that skips it."
+
+
 def read_image(path: str) -> np.ndarray:
     """Decode ``path`` as an ``(H, W, 3)`` uint8 BGR array, or raise naming the file."""
     with open(path, "rb") as file:  # open() handles any path; cv2.imread does not on Windows
         data = file.read()
-    return decode_image(data, f"image {path!r}", "Remove it, or pass a `check_valid_func` that skips it.")
+    return decode_image(data, f"image {path!r}", FILE_FIX)
 
 
-def decode_image(data: Any, what: str, fix: str) -> np.ndarray:
+def decode_image(data: Any, what: str, fix: str, reduce: int = 1) -> np.ndarray:
     """Encoded image bytes (any buffer) as OpenCV's ``IMREAD_COLOR`` decodes them: ``(H, W, 3)``
     uint8 BGR, grayscale and 16-bit images converted, by OpenCV or, without it, Pillow (see
     :mod:`dataloader._image_codec`). Failure is :class:`ImageDecodeError` with ``what`` (what
-    the bytes are, such as ``"image 'a/b.jpg'"``) and ``fix`` in its message."""
-    return decode_bgr(data, what, fix)
+    the bytes are, such as ``"image 'a/b.jpg'"``) and ``fix`` in its message. ``reduce`` (2, 4
+    or 8) asks a JPEG's decoder for that fraction of each side; check the size you get."""
+    return decode_bgr(data, what, fix, reduce)

@@ -2,8 +2,9 @@
 
 On first run it writes a small image-classification workload — a few hundred
 real JPEG files in class folders, cached under the user cache directory — then
-loads it for a few epochs the way a training job would: an ImageFolder, 2
-workers, random-resized-crop + flip + normalize, preload, a tqdm progress bar,
+loads it for a few epochs the way a training job would: an ImageFolder of
+the files' bytes, 2 workers that decode each JPEG at the scale its random-resized crop needs,
+flip + normalize, preload, a tqdm progress bar,
 and at the end the stage-timing table with its verdict. ``--data DIR`` runs
 the same on your own ImageFolder-style directory.
 """
@@ -75,9 +76,9 @@ def _demo(args: argparse.Namespace) -> int:
         from ..transform.vision import (
             IMAGE_BACKEND,
             Compose,
+            DecodeRandomResizedCrop,
             Normalize,
             RandomHorizontalFlip,
-            RandomResizedCrop,
             ToMode,
         )
     except ImportError as error:
@@ -89,14 +90,14 @@ def _demo(args: argparse.Namespace) -> int:
         args.images, args.size, args.epochs, args.batch_size = 48, 64, 1, 8
     # --data as typed: Path() would turn s3://b/x into s3:/b/x in the message that refuses it
     root = args.data if args.data else str(_generated_images(args.images, 96 if args.tiny else 256))
-    dataset = ImageFolder(root)
+    dataset = ImageFolder(root, decode=False)  # the files' bytes: the workers decode
     if len(dataset) < args.batch_size:  # drop_last=True: not one batch, and nothing to show
         raise ArgumentValueError(
             f"--batch-size {args.batch_size} is more than the {len(dataset)} images in {root!r}; "
             "give a smaller --batch-size or more images"
         )
     transform = Compose([
-        RandomResizedCrop(args.size),
+        DecodeRandomResizedCrop(args.size),  # a JPEG decoded only at the scale the crop needs
         RandomHorizontalFlip(),
         Normalize(mean=(103.5, 116.3, 123.7), std=(57.4, 57.1, 58.4)),  # ImageNet's, in BGR order
         ToMode("CHW"),

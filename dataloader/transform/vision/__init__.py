@@ -26,7 +26,9 @@ package imports ``cv2`` where it is used; ``import dataloader`` does not.
   transforms that resize.
 - ``_pixel.py``: layout change, normalisation, noise, PCA lighting; ``_color.py`` brightness,
   contrast, saturation, hue and ``ColorJitter``.
-- ``_decode.py``: ``DecodeImage``, encoded image bytes in a sample decoded as ``ImageFolder`` does.
+- ``_decode.py``: ``DecodeImage``, encoded image bytes in a sample decoded as ``ImageFolder`` does;
+  ``_decode_crop.py``: ``DecodeRandomResizedCrop`` and ``DecodeResize``, which decode a JPEG at
+  the scale their output needs, found by ``_jpeg_header.py`` from the file's header.
 - ``_functional.py``: the image operations on HWC arrays the transforms share, on the backend
   chosen at import; ``_numpy_resize.py`` and ``_numpy_color.py`` their NumPy versions
   (OpenCV's resize, colour conversions, lookup tables and ``addWeighted``).
@@ -44,6 +46,7 @@ from ._color import (
 )
 from ._compose import Compose
 from ._decode import DecodeImage
+from ._decode_crop import DecodeRandomResizedCrop, DecodeResize
 from ._functional import IMAGE_BACKEND
 from ._geometry import CenterCrop, Pad, RandomCrop, RandomHorizontalFlip, RandomVerticalFlip
 from ._numpy_resize import (
@@ -65,6 +68,8 @@ __all__ = [
     "Compose",
     "ContrastTransform",
     "DecodeImage",
+    "DecodeRandomResizedCrop",
+    "DecodeResize",
     "GaussianNoise",
     "HueTransform",
     "IMAGE_BACKEND",

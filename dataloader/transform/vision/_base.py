@@ -174,6 +174,12 @@ def find_image(fields: tuple[Any, ...], order: tuple[str, ...], who: VisionTrans
     if "image" not in order:
         return None
     image = fields[order.index("image")]
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        raise ArgumentValueError(
+            f"{type(who).__name__} got the image still encoded ({len(image)} bytes: "
+            "ImageFolder(decode=False) or a column of files); decode it first: put DecodeImage, "
+            "DecodeRandomResizedCrop or DecodeResize before it."
+        )
     if not isinstance(image, np.ndarray) or image.ndim != 3:
         got = f"shape {image.shape}" if isinstance(image, np.ndarray) else type(image).__name__
         raise ArgumentValueError(

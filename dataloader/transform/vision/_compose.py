@@ -17,7 +17,7 @@ from ...errors import ArgumentTypeError, ArgumentValueError
 from ...rng import batch_rng
 from .._base import Compose as BaseCompose
 from ._args import is_int, is_sequence
-from ._base import VisionTransform
+from ._base import VisionTransform, is_passthrough
 
 
 class Compose(BaseCompose, VisionTransform):
@@ -96,6 +96,8 @@ class Compose(BaseCompose, VisionTransform):
                 transform._check_children(order)
             elif isinstance(transform, VisionTransform):
                 type(transform)._check_order(order)
+            elif getattr(transform, "moves_image_only", False):
+                _check_image_only(transform, order)
 
     def apply(self, input: Any) -> Any:
         return self._apply_in_order(input, self._given_order)
@@ -130,6 +132,19 @@ class Compose(BaseCompose, VisionTransform):
             for slot, source in zip(group, rng.permutation(group)):
                 positions[slot] = int(source)
         return [self.transforms[i] for i in positions]
+
+
+def _check_image_only(transform: Any, order: tuple[str, ...]) -> None:
+    """A transform that crops or resizes the image alone refuses a layout with fields that would
+    have to move with it (boxes, masks, points) rather than leave them where they were."""
+    moving = [name for name in order if name != "image" and not is_passthrough(name)]
+    if moving:
+        name = type(transform).__name__
+        raise ArgumentValueError(
+            f"{name} crops and resizes the image only, but this Compose's order also names "
+            f"{moving}, which would be left in the uncropped image's coordinates. Decode with "
+            "DecodeImage and crop with RandomResizedCrop or Resize, which move every field."
+        )
 
 
 def _apply_child(transform: Any, sample: Any, order: tuple[str, ...] | None) -> Any:

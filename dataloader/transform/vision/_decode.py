@@ -8,10 +8,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import ArgumentTypeError, ArgumentValueError
-from ...image_folder import decode_image
+from ...image_folder import FILE_FIX, ImageFile, decode_image
 from .._base import Transform
 
 _FIX = "Replace the row's bytes with a good encoding of the image, or leave the row out when writing the data."
+
+
+def failure_context(data: Any, where: str) -> tuple[str, str]:
+    """What an error calls the bytes, and its fix: the file, for an ImageFolder's
+    :class:`~dataloader.image_folder.ImageFile`; ``where`` in the sample otherwise."""
+    if isinstance(data, ImageFile):
+        return f"image {data.path!r}", FILE_FIX
+    return where, _FIX
 
 
 class DecodeImage(Transform):
@@ -68,7 +76,7 @@ class DecodeImage(Transform):
         if isinstance(input, Mapping):
             if self.key not in input:
                 raise ArgumentValueError(
-                    f"DecodeImage(key={self.key!r}) got a row without {self.key!r}; its keys are "
+                    f"{type(self).__name__}(key={self.key!r}) got a row without {self.key!r}; its keys are "
                     f"{list(input)}. Pass key= the column holding the encoded image."
                 )
             path = input.get(self.path_key)
@@ -78,7 +86,7 @@ class DecodeImage(Transform):
             missing = [f for f in self.fields if f not in input]
             if missing:
                 raise ArgumentValueError(
-                    f"DecodeImage(fields={self.fields}) got a row without {missing}; its keys are "
+                    f"{type(self).__name__}(fields={self.fields}) got a row without {missing}; its keys are "
                     f"{list(input)}. Name keys the rows have."
                 )
             image = self._decode(input[self.key], where)
@@ -86,7 +94,7 @@ class DecodeImage(Transform):
         if isinstance(input, (tuple, list)):
             if not -len(input) <= self.index < len(input):
                 raise ArgumentValueError(
-                    f"DecodeImage(index={self.index}) got a sample of {len(input)} fields; pass index= "
+                    f"{type(self).__name__}(index={self.index}) got a sample of {len(input)} fields; pass index= "
                     "the position of the encoded image."
                 )
             fields = list(input)
@@ -94,18 +102,25 @@ class DecodeImage(Transform):
             return tuple(fields) if isinstance(input, tuple) else fields
         return self._decode(input, "the image")
 
-    @staticmethod
-    def _decode(data: Any, where: str) -> np.ndarray:
-        if isinstance(data, np.ndarray) and (data.ndim != 1 or data.dtype != np.uint8):
-            raise ArgumentTypeError(
-                f"DecodeImage needs {where} as encoded bytes; got an array of shape {data.shape} and "
-                f"dtype {data.dtype}, which looks decoded already. Drop DecodeImage for this data."
-            )
+    def _decode(self, data: Any, where: str) -> np.ndarray:
+        data = self._encoded(data, where)
+        return decode_image(data, *failure_context(data, where))
+
+    def _encoded(self, data: Any, where: str) -> Any:
+        """``data`` as a contiguous buffer of encoded bytes, or an error saying what it is instead."""
+        name = type(self).__name__
+        if isinstance(data, np.ndarray):
+            if data.ndim != 1 or data.dtype != np.uint8:
+                raise ArgumentTypeError(
+                    f"{name} needs {where} as encoded bytes; got an array of shape {data.shape} and "
+                    f"dtype {data.dtype}, which looks decoded already. Drop {name} for this data."
+                )
+            return np.ascontiguousarray(data)
         try:
-            memoryview(data)
+            view = memoryview(data)
         except TypeError:
             raise ArgumentTypeError(
-                f"DecodeImage needs {where} as encoded bytes (bytes, a buffer or a uint8 array); got "
+                f"{name} needs {where} as encoded bytes (bytes, a buffer or a uint8 array); got "
                 f"{type(data).__name__}. Point key=/index= at the column of encoded images."
             ) from None
-        return decode_image(data, where, _FIX)
+        return data if view.c_contiguous else view.tobytes()

@@ -35,6 +35,11 @@ class _Resizing(AxisAlignedTransform):
             interpolation=pick(self._interpolations, rng),
         )
 
+    def plan_for_size(self, height: int, width: int, rng: Any) -> Plan:
+        """The plan for an image of ``height`` x ``width``, drawn as ``_get_params`` draws it,
+        without the pixels (a fused decode knows the size from the file's header)."""
+        raise NotImplementedError(f"{type(self).__name__} plans from the image.")
+
 
 class Resize(_Resizing):
     """Resize to a fixed size.
@@ -61,15 +66,18 @@ class Resize(_Resizing):
             self.output_size = _args.size_pair("output_size", output_size)
 
     def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
-        height, width = image_size(image, self)
+        return self.plan_for_size(*image_size(image, self), rng)
+
+    def plan_for_size(self, height: int, width: int, rng: Any) -> Plan:
         if not isinstance(self.output_size, int):
-            return self._plan(image, rng, *self.output_size)
-        short = self.output_size
-        if min(height, width) == short:
+            size = self.output_size
+        elif min(height, width) == self.output_size:
             return Plan(height, width)
-        if height < width:
-            return self._plan(image, rng, short, int(short * width / height))
-        return self._plan(image, rng, int(short * height / width), short)
+        elif height < width:
+            size = (self.output_size, int(self.output_size * width / height))
+        else:
+            size = (int(self.output_size * height / width), self.output_size)
+        return Plan(height, width, size=size, interpolation=pick(self._interpolations, rng))
 
 
 class ShortestEdgeResize(_Resizing):
@@ -201,7 +209,9 @@ class RandomResizedCrop(_Resizing):
             )
 
     def _get_params(self, image: np.ndarray | None, rng: np.random.Generator) -> Plan:
-        height, width = image_size(image, self)
+        return self.plan_for_size(*image_size(image, self), rng)
+
+    def plan_for_size(self, height: int, width: int, rng: Any) -> Plan:
         y, x, h, w = self._window(height, width, rng)
         return Plan(
             height,

@@ -141,14 +141,16 @@ def test_every_transform_without_opencv_is_within_a_level_of_opencv(name, dtype,
     assert np.abs(out.astype(np.float64) - expected).max() <= (1.0 if dtype == np.uint8 else 0.02)
 
 
-def _encoded(kind: str) -> bytes:
-    """A photo-like 96x128 image encoded as ``kind``, with Pillow (or a raw PNG writer)."""
+def _encoded(kind: str, rgb: np.ndarray | None = None) -> bytes:
+    """A photo-like 96x128 image (or ``rgb``, uint8 RGB) encoded as ``kind``, with Pillow (or a
+    raw PNG writer)."""
     from tests._fixtures_images import png_bytes
 
-    yy, xx = np.mgrid[0:96, 0:128].astype(np.float32)
-    noise = np.random.default_rng(0).normal(0, 8, (96, 128, 3))
-    rgb = np.stack([128 + 100 * np.sin(xx / 9), 128 + 90 * np.cos(yy / 7), (xx + yy) % 256], 2) + noise
-    rgb = np.clip(rgb, 0, 255).astype(np.uint8)
+    if rgb is None:
+        yy, xx = np.mgrid[0:96, 0:128].astype(np.float32)
+        noise = np.random.default_rng(0).normal(0, 8, (96, 128, 3))
+        rgb = np.stack([128 + 100 * np.sin(xx / 9), 128 + 90 * np.cos(yy / 7), (xx + yy) % 256], 2) + noise
+        rgb = np.clip(rgb, 0, 255).astype(np.uint8)
     if kind == "png16":
         return png_bytes(rgb.astype(np.uint16) * 257 + 100)
     if kind == "gray16":
